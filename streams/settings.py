@@ -1,0 +1,61 @@
+"""Runtime settings for every ragstream process (pydantic-settings).
+
+Every value can be set from the environment with the ``RAGSTREAM_`` prefix, e.g.
+``RAGSTREAM_KAFKA_BOOTSTRAP=broker:9092``.  Defaults point at the embedded stack
+that ``ragstream dev up`` starts on loopback, with all data under ``data_dir``.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All ragstream settings.  Ports are the embedded stack's defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="RAGSTREAM_", env_file=None, extra="ignore")
+
+    # where the embedded stack keeps its data, pids and logs
+    data_dir: Path = Path(".ragstream")
+
+    # Kafka protocol broker (Tansu in the embedded stack)
+    kafka_bootstrap: str = "127.0.0.1:19092"
+    topic_partitions: int = 4
+
+    # S3 API (SeaweedFS in the embedded stack)
+    s3_endpoint: str = "http://127.0.0.1:18333"
+    s3_access_key: str = "ragstream"
+    s3_secret_key: str = "ragstream-secret"
+    s3_region: str = "us-east-1"
+    bucket: str = "ragstream"
+
+    # PostgreSQL (metadata, status projection)
+    pg_port: int = 15432
+    pg_dsn: str = "postgresql://ragstream@127.0.0.1:15432/ragstream"
+
+    # Milvus (Milvus Lite server in the embedded stack)
+    milvus_uri: str = "http://127.0.0.1:19530"
+
+    # Triton inference server
+    triton_http_port: int = 18000
+    triton_grpc_port: int = 18001
+    triton_metrics_port: int = 18002
+    # "triton" (gRPC to tritonserver) or "onnx" (in-process ONNX Runtime fallback)
+    embedder: str = "onnx"
+
+    # pipeline
+    embed_max_batch: int = 64
+    embed_batch_within_s: float = 0.2
+    index_max_batch: int = 256
+    index_batch_within_s: float = 0.5
+    stage_workers: int = 1  # processes in the blocking-work pool per worker
+    convert_timeout_s: float = 120.0
+    partition_timeout_s: float = 3600.0
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """Process-wide settings, read once from the environment."""
+    return Settings()
