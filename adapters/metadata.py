@@ -1,0 +1,162 @@
+"""Metadata in PostgreSQL (asyncpg): document versions and the status projection.
+
+Tables (created by :func:`migrate`, idempotent):
+
+- ``document_versions`` — one row per uploaded version: the uploader's registry
+  that turns "same document id, new bytes" into version n+1 and "same bytes" into
+  the existing version.
+- ``documents`` — the status projection: one row per document, the latest
+  transition by sequence (``seq``); an older or duplicate event never moves it back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+import asyncpg
+
+from schemas import StatusEvent
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS document_versions (
+    document_id text NOT NULL,
+    version     integer NOT NULL,
+    project     text NOT NULL,
+    category    text NOT NULL,
+    filename    text NOT NULL,
+    sha256      text NOT NULL,
+    size        bigint NOT NULL,
+    raw_key     text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (document_id, version)
+);
+CREATE TABLE IF NOT EXISTS documents (
+    document_id  text PRIMARY KEY,
+    project      text NOT NULL,
+    filename     text NOT NULL DEFAULT '',
+    version      integer NOT NULL,
+    status       text NOT NULL,
+    seq          integer NOT NULL,
+    stage        text NOT NULL,
+    chunks_total integer NOT NULL DEFAULT 0,
+    chunks_done  integer NOT NULL DEFAULT 0,
+    pages        integer NOT NULL DEFAULT 0,
+    error        text,
+    callback_url text,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at   timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_project_status ON documents (project, status);
+"""
+
+PROJECT_STATUS = """
+INSERT INTO documents AS d (document_id, project, filename, version, status, seq, stage,
+                            chunks_total, chunks_done, pages, error, callback_url, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (document_id) DO UPDATE SET
+    project = EXCLUDED.project,
+    filename = CASE WHEN EXCLUDED.filename = '' THEN d.filename ELSE EXCLUDED.filename END,
+    version = EXCLUDED.version, status = EXCLUDED.status, seq = EXCLUDED.seq,
+    stage = EXCLUDED.stage,
+    chunks_total = GREATEST(EXCLUDED.chunks_total,
+                            CASE WHEN d.version = EXCLUDED.version THEN d.chunks_total ELSE 0 END),
+    chunks_done = EXCLUDED.chunks_done,
+    pages = GREATEST(EXCLUDED.pages, CASE WHEN d.version = EXCLUDED.version THEN d.pages ELSE 0 END),
+    error = EXCLUDED.error,
+    callback_url = COALESCE(EXCLUDED.callback_url, d.callback_url),
+    updated_at = EXCLUDED.updated_at
+WHERE d.seq < EXCLUDED.seq
+RETURNING document_id
+"""
+
+
+@dataclass(frozen=True)
+class VersionAllocation:
+    """Result of registering an upload: its version and whether it is new."""
+
+    document_id: str
+    version: int
+    created: bool
+    raw_key: str
+
+
+class Metadata:
+    """asyncpg pool over the ragstream database."""
+
+    def __init__(self, dsn: str):
+        self.dsn = dsn
+        self.pool: Optional[asyncpg.Pool] = None
+
+    async def __aenter__(self) -> "Metadata":
+        self.pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=4, timeout=10)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+
+    async def migrate(self) -> None:
+        """Create tables and indexes if missing (idempotent, safe to run concurrently)."""
+        async with self.pool.acquire() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(727001)")
+                await conn.execute(SCHEMA)
+
+    async def register_version(self, *, document_id: str, project: str, category: str,
+                               filename: str, sha256: str, size: int, raw_key_for) -> VersionAllocation:
+        """Allocate the version for an upload of ``sha256`` under ``document_id``.
+
+        Same bytes as the latest version → that version (``created=False``); else
+        latest + 1 (1 for a new document).  ``raw_key_for(version) -> str`` names the
+        raw object.  Serialised per document by an advisory lock.
+        """
+        async with self.pool.acquire() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", document_id)
+                row = await conn.fetchrow(
+                    "SELECT version, sha256, raw_key FROM document_versions WHERE document_id = $1 "
+                    "ORDER BY version DESC LIMIT 1", document_id)
+                if row and row["sha256"] == sha256:
+                    return VersionAllocation(document_id, row["version"], False, row["raw_key"])
+                version = (row["version"] if row else 0) + 1
+                key = raw_key_for(version)
+                await conn.execute(
+                    "INSERT INTO document_versions (document_id, version, project, category, filename,"
+                    " sha256, size, raw_key) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
+                    document_id, version, project, category, filename, sha256, size, key)
+                return VersionAllocation(document_id, version, True, key)
+
+    async def apply_status(self, event: StatusEvent) -> bool:
+        """Project one status event; True when it moved the document forward.
+
+        A stale (lower ``seq``) or duplicate (equal ``seq``) event changes nothing.
+        """
+        at = datetime.fromtimestamp(event.at or 0, tz=timezone.utc)
+        row = await self.pool.fetchval(
+            PROJECT_STATUS, event.document_id, event.project, event.filename or "", event.version,
+            event.status, event.seq, event.stage, event.chunks_total, event.chunks_done,
+            event.pages, event.error, event.callback_url, at)
+        return row is not None
+
+    async def get_document(self, document_id: str) -> Optional[dict[str, Any]]:
+        """The projected row of one document, or None."""
+        row = await self.pool.fetchrow("SELECT * FROM documents WHERE document_id = $1", document_id)
+        return dict(row) if row else None
+
+    async def list_documents(self, project: Optional[str] = None, status: Optional[str] = None,
+                             limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        """Projected rows, newest first, optionally filtered by project and status."""
+        rows = await self.pool.fetch(
+            "SELECT * FROM documents WHERE ($1::text IS NULL OR project = $1) "
+            "AND ($2::text IS NULL OR status = $2) ORDER BY updated_at DESC, document_id "
+            "LIMIT $3 OFFSET $4", project, status, limit, offset)
+        return [dict(r) for r in rows]
+
+    async def latest_version(self, document_id: str) -> Optional[dict[str, Any]]:
+        """The newest registered version of a document, or None."""
+        row = await self.pool.fetchrow(
+            "SELECT * FROM document_versions WHERE document_id = $1 ORDER BY version DESC LIMIT 1",
+            document_id)
+        return dict(row) if row else None

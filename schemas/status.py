@@ -1,0 +1,103 @@
+"""Status changelog records (compacted topic ``status``, key: document id).
+
+The sequence number orders transitions: ``seq = version * 100 + rank(status)``, so
+a projection can compare any two events for the same document and never move it
+backwards, whatever order they arrive in, and a duplicate compares equal.
+"""
+from __future__ import annotations
+
+import enum
+import time
+from typing import Optional
+
+import faust
+
+from schemas import codec
+
+
+class DocumentStatus(str, enum.Enum):
+    """Lifecycle of a document version, in pipeline order."""
+
+    QUEUED = "QUEUED"
+    NORMALIZING = "NORMALIZING"
+    PARTITIONING = "PARTITIONING"
+    CHUNKING = "CHUNKING"
+    ENHANCING = "ENHANCING"
+    EMBEDDING = "EMBEDDING"
+    INDEXING = "INDEXING"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    DELETED = "DELETED"
+
+    @property
+    def rank(self) -> int:
+        """1-based position in pipeline order (DELETED is last)."""
+        return list(DocumentStatus).index(self) + 1
+
+    @property
+    def terminal(self) -> bool:
+        """True for COMPLETED, FAILED and DELETED."""
+        return self in TERMINAL
+
+
+TERMINAL = frozenset({DocumentStatus.COMPLETED, DocumentStatus.FAILED, DocumentStatus.DELETED})
+
+
+def sequence(version: int, status: DocumentStatus) -> int:
+    """Monotonic sequence of a transition: ``version * 100 + rank``."""
+    return version * 100 + status.rank
+
+
+class StatusEvent(faust.Record, serializer=codec.CODEC_NAME):
+    """One status transition of one document version.
+
+    ``at`` is the Unix time in seconds; ``chunks_total``/``chunks_done`` count the
+    version's chunks (0 until known); ``error`` is a specific, readable reason.
+    """
+
+    document_id: str
+    version: int
+    status: str
+    seq: int
+    stage: str
+    project: str
+    filename: str = ""
+    chunks_total: int = 0
+    chunks_done: int = 0
+    pages: int = 0
+    error: Optional[str] = None
+    callback_url: Optional[str] = None
+    at: float = 0.0
+    schema_version: int = 1
+
+
+def status_event(
+    document_id: str,
+    version: int,
+    status: DocumentStatus,
+    *,
+    stage: str,
+    project: str,
+    filename: str = "",
+    chunks_total: int = 0,
+    chunks_done: int = 0,
+    pages: int = 0,
+    error: Optional[str] = None,
+    callback_url: Optional[str] = None,
+) -> StatusEvent:
+    """Build a StatusEvent with its sequence and the current time."""
+    return StatusEvent(
+        document_id=document_id,
+        version=version,
+        status=status.value,
+        seq=sequence(version, status),
+        stage=stage,
+        project=project,
+        filename=filename,
+        chunks_total=chunks_total,
+        chunks_done=chunks_done,
+        pages=pages,
+        error=error,
+        callback_url=callback_url,
+        at=time.time(),
+    )

@@ -1,0 +1,79 @@
+"""The topic catalogue: every topic's name, partitions, retention and compaction.
+
+Nothing else in ragstream spells a topic name.  Read top to bottom, the catalogue is
+the pipeline::
+
+    uploads ─normalize→ partition-tasks ─partition→ elements ─chunk→ chunks
+      ─enhance→ enhanced-chunks ─embed→ embeddings ─index→ (Milvus)
+    every stage ─→ status (compacted changelog) ─→ PostgreSQL projection, dashboards
+    permanent failures ─→ dead-letters
+
+All topics are keyed by document id, so one document's events stay in order on one
+partition and a Faust table keyed by document id is co-partitioned with them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from schemas import (
+    Chunk,
+    DeadLetter,
+    ElementsReady,
+    EmbeddedChunk,
+    PartitionTask,
+    StatusEvent,
+    UploadEvent,
+)
+
+DAY_MS = 24 * 3600 * 1000
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic: ``name`` on the broker, its value record, partitions (None: the
+    ``topic_partitions`` setting), retention in ms (-1: forever) and compaction."""
+
+    name: str
+    value_type: type
+    description: str
+    partitions: Optional[int] = None
+    retention_ms: int = 7 * DAY_MS
+    compacted: bool = False
+
+    def config(self) -> dict[str, str]:
+        """Broker topic configs (``cleanup.policy``, ``retention.ms``)."""
+        return {
+            "cleanup.policy": "compact" if self.compacted else "delete",
+            "retention.ms": str(self.retention_ms),
+        }
+
+
+UPLOADS = TopicSpec("ragstream.uploads", UploadEvent,
+                    "upload and delete requests (claim checks to raw objects)", retention_ms=-1)
+PARTITION_TASKS = TopicSpec("ragstream.partition-tasks", PartitionTask,
+                            "normalized files (or page ranges) to partition")
+ELEMENTS = TopicSpec("ragstream.elements", ElementsReady,
+                     "partitioned elements stored as JSON in object storage")
+CHUNKS = TopicSpec("ragstream.chunks", Chunk, "one event per chunk, from chunk_by_title")
+ENHANCED = TopicSpec("ragstream.enhanced-chunks", Chunk, "chunks with their text to embed")
+EMBEDDINGS = TopicSpec("ragstream.embeddings", EmbeddedChunk, "chunks with their embedding")
+STATUS = TopicSpec("ragstream.status", StatusEvent,
+                   "status changelog, key: document id", retention_ms=-1, compacted=True)
+DEAD_LETTERS = TopicSpec("ragstream.dead-letters", DeadLetter,
+                         "events that failed permanently, with their error", retention_ms=30 * DAY_MS)
+
+ALL: tuple[TopicSpec, ...] = (
+    UPLOADS, PARTITION_TASKS, ELEMENTS, CHUNKS, ENHANCED, EMBEDDINGS, STATUS, DEAD_LETTERS,
+)
+
+# Which topic each stage consumes and produces: the topology in one place.
+STAGE_TOPICS: dict[str, tuple[TopicSpec, Optional[TopicSpec]]] = {
+    "normalize": (UPLOADS, PARTITION_TASKS),
+    "partition": (PARTITION_TASKS, ELEMENTS),
+    "chunk": (ELEMENTS, CHUNKS),
+    "enhance": (CHUNKS, ENHANCED),
+    "embed": (ENHANCED, EMBEDDINGS),
+    "index": (EMBEDDINGS, None),
+    "project": (STATUS, None),
+}
