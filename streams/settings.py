@@ -44,6 +44,12 @@ class Settings(BaseSettings):
     triton_metrics_port: int = 18002
     # "triton" (gRPC to tritonserver) or "onnx" (in-process ONNX Runtime fallback)
     embedder: str = "onnx"
+    # in-process ONNX embedder: model file (None = triton/embedder/1/model.onnx,
+    # exported on first use), ONNX Runtime intra-op threads (0 = one per core),
+    # truncation in word pieces (all-MiniLM-L6-v2 max_seq_length = 256)
+    embedder_onnx_path: Path | None = None
+    embedder_threads: int = 0
+    embedder_max_tokens: int = 256
 
     # pipeline
     embed_max_batch: int = 64

