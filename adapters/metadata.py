@@ -47,6 +47,13 @@ CREATE TABLE IF NOT EXISTS documents (
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL
 );
+CREATE TABLE IF NOT EXISTS document_completions (
+    document_id  text NOT NULL,
+    version      integer NOT NULL,
+    chunks       integer NOT NULL,
+    completed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (document_id, version)
+);
 CREATE INDEX IF NOT EXISTS documents_project_status ON documents (project, status);
 """
 
@@ -138,6 +145,19 @@ class Metadata:
             PROJECT_STATUS, event.document_id, event.project, event.filename or "", event.version,
             event.status, event.seq, event.stage, event.chunks_total, event.chunks_done,
             event.pages, event.error, event.callback_url, at)
+        return row is not None
+
+    async def is_completed(self, document_id: str, version: int) -> bool:
+        """True once :meth:`record_completion` ran for this version."""
+        return bool(await self.pool.fetchval(
+            "SELECT 1 FROM document_completions WHERE document_id = $1 AND version = $2",
+            document_id, version))
+
+    async def record_completion(self, document_id: str, version: int, chunks: int) -> bool:
+        """Mark a version completed; False when it already was (a redelivery)."""
+        row = await self.pool.fetchval(
+            "INSERT INTO document_completions (document_id, version, chunks) VALUES ($1, $2, $3) "
+            "ON CONFLICT DO NOTHING RETURNING 1", document_id, version, chunks)
         return row is not None
 
     async def get_document(self, document_id: str) -> Optional[dict[str, Any]]:

@@ -27,3 +27,9 @@ def normalized_key(project: str, document_id: str, version: int, ext: str) -> st
 def elements_key(project: str, document_id: str, version: int, part: int) -> str:
     """Where partition puts the element dicts of one part (page range) as JSON."""
     return f"{work_prefix(project, document_id, version)}elements-{part:04d}.json"
+
+
+def document_prefix(area: str, project: str, document_id: str) -> str:
+    """``{area}/{project}/{document_id}/``: every version of a document in one area
+    (``processed`` or ``work``)."""
+    return f"{area}/{project}/{document_id}/"

@@ -117,7 +117,7 @@ class VectorStore:
         flt = f"document_id == {_quote(document_id)}"
         if version is not None:
             flt += f" and version == {int(version)}"
-        res = self.client.query(alias, filter=flt, output_fields=["count(*)"])
+        res = self.client.query(alias, filter=flt, output_fields=["count(*)"], consistency_level="Strong")
         return int(res[0]["count(*)"]) if res else 0
 
     def chunk_ids_sync(self, project: str, document_id: str) -> list[str]:

@@ -1,0 +1,57 @@
+"""chunk agent: ``elements`` → ``chunks`` (one event per chunk).
+
+Chunks with ``chunk_by_title`` in the process pool, writes the processed output
+(the chunks as JSON) to ``processed/{project}/{document_id}/v{version}.json``,
+then sends every chunk with its deterministic id.
+"""
+from __future__ import annotations
+
+import faust
+import orjson
+
+from adapters.object_keys import processed_key
+from agents.context import StageContext
+from agents.failures import run_guarded
+from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
+from stages.chunk import chunk_elements
+from stages.errors import EmptyDocument
+from topics import ELEMENTS
+
+STAGE = "chunk"
+
+
+async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
+    """Chunk one document version's elements and send its chunks."""
+    await ctx.emit(ready, DocumentStatus.CHUNKING, stage=STAGE, pages=ready.page_count)
+    store = await ctx.resources.store()
+    elements = orjson.loads(await store.get_bytes(ready.elements_key, bucket=ready.bucket))
+    chunks = await ctx.resources.pool.run(chunk_elements, elements, timeout_s=600)
+    if not chunks:
+        raise EmptyDocument(f"{len(elements)} elements but no text to chunk")
+    total = len(chunks)
+    records = [
+        Chunk(chunk_id=chunk_id(ready.document_id, ready.version, i), document_id=ready.document_id,
+              version=ready.version, index=i, total=total, project=ready.project,
+              category=ready.category, filename=ready.filename, text=c["text"],
+              page_number=c["page_number"], element_types=c["element_types"],
+              table_html=c["table_html"], callback_url=ready.callback_url)
+        for i, c in enumerate(chunks)
+    ]
+    await store.put_bytes(
+        processed_key(ready.project, ready.document_id, ready.version),
+        orjson.dumps({"document_id": ready.document_id, "version": ready.version,
+                      "filename": ready.filename, "pages": ready.page_count,
+                      "chunks": [r.asdict() for r in records]}),
+        "application/json", bucket=ready.bucket)
+    for record in records:
+        await ctx.topics.chunks.send(key=ready.document_id, value=record)
+
+
+def register(app: faust.App, ctx: StageContext) -> None:
+    """Declare the chunk agent on ``app``."""
+
+    @app.agent(ctx.topics.elements, name="chunk")
+    async def chunk(stream: faust.StreamT[ElementsReady]) -> None:
+        async for ready in stream:
+            await run_guarded(ctx.topics, stage=STAGE, source_topic=ELEMENTS.name,
+                              event=ready, work=lambda r=ready: chunk_one(ctx, r))

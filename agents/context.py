@@ -1,0 +1,40 @@
+"""What every agent of one worker shares: topics, clients, settings, status emitter."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import faust
+
+from schemas import DocumentStatus, status_event
+from streams.bound_topics import BoundTopics, bind_topics
+from streams.resources import Resources
+from streams.settings import Settings
+
+
+@dataclass
+class StageContext:
+    """Shared by the agents of one app; ``resources`` opens clients lazily."""
+
+    app: faust.App
+    settings: Settings
+    topics: BoundTopics
+    resources: Resources
+
+    @classmethod
+    def for_app(cls, app: faust.App, settings: Settings) -> "StageContext":
+        ctx = cls(app, settings, bind_topics(app), Resources(settings))
+
+        @app.on_before_shutdown.connect  # close clients and the process pool
+        async def _close(sender, **kwargs) -> None:  # noqa: ARG001
+            await ctx.resources.close()
+
+        return ctx
+
+    async def emit(self, ref, status: DocumentStatus, *, stage: str, chunks_total: int = 0,
+                   chunks_done: int = 0, pages: int = 0, error: Optional[str] = None) -> None:
+        """Send one status transition for the document version ``ref`` names."""
+        await self.topics.status.send(key=ref.document_id, value=status_event(
+            ref.document_id, ref.version, status, stage=stage, project=ref.project,
+            filename=ref.filename, chunks_total=chunks_total, chunks_done=chunks_done,
+            pages=pages, error=error, callback_url=getattr(ref, "callback_url", None)))

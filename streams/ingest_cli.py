@@ -1,0 +1,116 @@
+"""The CLI's async bodies: ingest with live progress, status views, search hits."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from adapters.metadata import Metadata
+from adapters.object_store import ObjectStore
+from schemas import TERMINAL, DocumentStatus
+from streams.ingest import IngestResult, ingest_file
+from streams.kafka_io import producer, tail_status
+from streams.settings import get_settings
+from streams.status_view import documents_table, transition_line
+
+
+def expand(paths: Sequence[Path]) -> list[Path]:
+    """Files as given, folders expanded to their files (sorted, recursive, no dotfiles)."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+        else:
+            out.append(p)
+    return out
+
+
+async def follow_until_terminal(wanted: dict[str, int], console: Console,
+                                timeout_s: float) -> dict[str, Any]:
+    """Print transitions of the ``{document_id: version}`` in ``wanted`` until each is
+    terminal; returns ``{document_id: last StatusEvent}``.  Raises TimeoutError."""
+    settings = get_settings()
+    last: dict[str, Any] = {}
+
+    async def _follow() -> None:
+        async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
+            if wanted.get(ev.document_id) != ev.version:
+                continue
+            prev = last.get(ev.document_id)
+            if prev is not None and prev.seq >= ev.seq:
+                continue
+            last[ev.document_id] = ev
+            console.print(transition_line(ev), highlight=False)
+            if all(d in last and DocumentStatus(last[d].status) in TERMINAL for d in wanted):
+                return
+
+    await asyncio.wait_for(_follow(), timeout_s)
+    return last
+
+
+async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
+                       document_id: Optional[str], force: bool, wait: bool, timeout_s: float,
+                       console: Console) -> int:
+    """Ingest files; with ``wait``, follow them to terminal states.  Returns an exit
+    code: 0 when every document queued reached a terminal state (or nothing was
+    queued), 1 on timeout."""
+    settings = get_settings()
+    files = expand(paths)
+    if document_id and len(files) != 1:
+        console.print("[red]--document-id needs exactly one file[/red]")
+        return 2
+    results: list[IngestResult] = []
+    async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
+            producer(settings.kafka_bootstrap) as prod:
+        await store.ensure_bucket()
+        await metadata.migrate()
+        for f in files:
+            res = await ingest_file(f, project=project, category=category, store=store,
+                                    metadata=metadata, producer=prod, document_id=document_id,
+                                    force=force)
+            results.append(res)
+            verb = "queued" if res.queued else f"skipped ({res.reason})"
+            console.print(f"{verb:>18}  {res.document_id}  v{res.version}  {f}", highlight=False)
+    wanted = {r.document_id: r.version for r in results if r.queued}
+    if not wait or not wanted:
+        return 0
+    try:
+        last = await follow_until_terminal(wanted, console, timeout_s)
+    except asyncio.TimeoutError:
+        console.print(f"[red]timed out after {timeout_s:.0f} s waiting for terminal states[/red]")
+        return 1
+    done = sum(1 for e in last.values() if e.status == "COMPLETED")
+    console.print(f"{done} completed, {len(last) - done} failed")
+    return 0
+
+
+async def show_status(document: Optional[str], *, follow: bool, project: Optional[str],
+                      console: Console) -> None:
+    """Print the projection (one document or a project's), or tail the changelog."""
+    settings = get_settings()
+    if follow:
+        async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
+            if (document and ev.document_id != document) or (project and ev.project != project):
+                continue
+            console.print(transition_line(ev), highlight=False)
+        return
+    async with Metadata(settings.pg_dsn) as metadata:
+        await metadata.migrate()
+        if document:
+            row = await metadata.get_document(document)
+            rows = [row] if row else []
+        else:
+            rows = await metadata.list_documents(project=project, limit=200)
+    console.print(documents_table(rows))
+
+
+def print_hits(hits: list[dict[str, Any]], console: Console) -> None:
+    """Search hits as a table: score, file, page, document, text (first 300 chars)."""
+    table = Table("score", "file", "page", "document", "text", show_lines=True)
+    for h in hits:
+        table.add_row(f"{h['score']:.3f}", h["filename"], str(h["page_number"]),
+                      f"{h['document_id']} v{h['version']}", h["text"][:300])
+    console.print(table)

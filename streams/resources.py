@@ -1,0 +1,68 @@
+"""Per-process clients shared by the agents of one worker, opened on first use.
+
+One S3 client, one PostgreSQL pool, one Milvus client, one embedder and one
+blocking-work pool per worker process, created inside the running event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+from adapters.metadata import Metadata
+from adapters.object_store import ObjectStore
+from adapters.vector_store import VectorStore
+from stages.pool import BlockingPool
+from streams.settings import Settings
+
+
+class Resources:
+    """Lazily opened clients; ``await close()`` on worker shutdown."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.pool = BlockingPool(settings.stage_workers)
+        self.vectors = VectorStore(settings.milvus_uri)
+        self._store: Optional[ObjectStore] = None
+        self._metadata: Optional[Metadata] = None
+        self._embedder: Any = None
+        self._lock = asyncio.Lock()
+
+    async def store(self) -> ObjectStore:
+        """The S3 client (bucket ensured)."""
+        async with self._lock:
+            if self._store is None:
+                store = ObjectStore(self.settings)
+                await store.__aenter__()
+                await store.ensure_bucket()
+                self._store = store
+        return self._store
+
+    async def metadata(self) -> Metadata:
+        """The PostgreSQL pool (schema migrated)."""
+        async with self._lock:
+            if self._metadata is None:
+                md = Metadata(self.settings.pg_dsn)
+                await md.__aenter__()
+                await md.migrate()
+                self._metadata = md
+        return self._metadata
+
+    async def embedder(self):
+        """The configured embedder (adapters.embedder.create_embedder)."""
+        async with self._lock:
+            if self._embedder is None:
+                from adapters.embedder import create_embedder
+
+                self._embedder = create_embedder(self.settings)
+        return self._embedder
+
+    async def close(self) -> None:
+        """Close every opened client and the process pool."""
+        if self._store is not None:
+            await self._store.__aexit__(None, None, None)
+        if self._metadata is not None:
+            await self._metadata.__aexit__(None, None, None)
+        if self._embedder is not None:
+            await self._embedder.close()
+        self.vectors.close()
+        self.pool.close()

@@ -1,0 +1,31 @@
+"""Running a Faust worker for a chosen set of stages.
+
+``ragstream worker`` runs every agent in one process (one consumer group,
+``ragstream``); ``ragstream worker --stages partition`` runs one stage in its own
+consumer group (``ragstream-partition``) — one Procfile process type per stage.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Sequence
+
+from streams.app import STAGES, create_app
+from streams.settings import get_settings
+from topics.admin import ensure_topics
+
+
+def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info") -> None:
+    """Create the topics if missing, then run a Faust worker until SIGTERM/SIGINT."""
+    import faust
+
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    settings = get_settings()
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+    asyncio.set_event_loop(asyncio.new_event_loop())
+    app = create_app(stages, settings)
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker.execute_from_commandline()
