@@ -1,0 +1,37 @@
+"""Turn a parser's exception into a DocumentError with a specific reason."""
+from __future__ import annotations
+
+from stages.errors import ConversionFailed, CorruptDocument, DocumentError, EncryptedDocument
+
+#: exception class names that mean "the bytes are broken"
+_CORRUPT_NAMES = {
+    "BadZipFile", "BadZipfile", "XMLSyntaxError", "PSEOF", "PSSyntaxError", "PDFSyntaxError",
+    "PDFNoValidXRef", "PDFNoValidXRefWarning", "PdfReadError", "PdfStreamError", "PdfError",
+    "PackageNotFoundError", "InvalidFileException", "EOFError", "error", "UnicodeDecodeError",
+    "ParseError", "PDFTypeError", "PDFValueError", "PDFNotImplementedError", "LargeZipFile",
+    "UnidentifiedImageError", "DecompressionBombError", "zlib.error",
+}
+_CORRUPT_WORDS = ("truncated", "corrupt", "eof", "xref", "there is no item named", "not a zip file",
+                  "unexpected end", "invalid", "damaged", "malformed", "bad magic")
+
+
+def as_document_error(exc: BaseException, label: str) -> DocumentError:
+    """Classify ``exc`` raised while parsing a ``label`` (e.g. ``"PDF"``) file.
+
+    Returns EncryptedDocument, CorruptDocument (permanent), or ConversionFailed
+    (permanent for parser bugs on these bytes, transient for memory/OS errors).
+    """
+    if isinstance(exc, DocumentError):
+        return exc
+    name = type(exc).__name__
+    msg = " ".join(str(exc).split())[:300] or name
+    low = f"{name} {msg}".lower()
+    if "password" in low or "encrypt" in low:
+        return EncryptedDocument(f"encrypted {label} (password required to open)")
+    if isinstance(exc, MemoryError):
+        return ConversionFailed(f"out of memory while parsing {label}", permanent=False)
+    if isinstance(exc, OSError) and not isinstance(exc, (EOFError,)) and name not in _CORRUPT_NAMES:
+        return ConversionFailed(f"I/O error while parsing {label}: {msg}", permanent=False)
+    if name in _CORRUPT_NAMES or any(w in low for w in _CORRUPT_WORDS):
+        return CorruptDocument(f"truncated or corrupt {label}: {name}: {msg}")
+    return ConversionFailed(f"{label} parser error: {name}: {msg}", permanent=True)

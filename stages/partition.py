@@ -1,0 +1,136 @@
+"""Partition stage: a normalized file → unstructured element dicts.
+
+``partition_file`` is blocking and Kafka-free; it runs in a spawn process pool and
+prepares unstructured for offline use itself (``stages.offline_nlp``), so a fresh
+worker needs no setup.  PDFs use the ``fast`` strategy on pages with a text layer,
+pdfplumber for tables and images (``stages.pdf_extras``), and tesseract OCR for
+pages without a text layer when tesseract is installed; otherwise such pages fail
+the document with a specific reason.  Other types use unstructured's native
+partitioners.  Every failure is a ``stages.errors.DocumentError`` with a specific
+reason; zero elements from a non-empty file is always an error.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import zipfile
+from pathlib import Path
+
+from stages import offline_nlp  # noqa: F401  (sets DO_NOT_TRACK before unstructured loads)
+from stages.deadline import deadline
+from stages.errors import DocumentError, EmptyDocument, OCRUnavailable, UnsupportedType
+from stages.parse_errors import as_document_error
+from stages.profiles import Profile
+
+log = logging.getLogger(__name__)
+
+IMAGE_TYPES = {"png", "jpeg", "tiff", "bmp", "gif", "webp", "heic"}
+NATIVE = {  # filetype -> (module, function, extra kwargs)
+    "docx": ("unstructured.partition.docx", "partition_docx", {"infer_table_structure": True}),
+    "pptx": ("unstructured.partition.pptx", "partition_pptx", {"infer_table_structure": True}),
+    "xlsx": ("unstructured.partition.xlsx", "partition_xlsx", {"infer_table_structure": True}),
+    "html": ("unstructured.partition.html", "partition_html", {}),
+    "xml": ("unstructured.partition.xml", "partition_xml", {}),
+    "md": ("unstructured.partition.md", "partition_md", {}),
+    "txt": ("unstructured.partition.text", "partition_text", {}),
+    "csv": ("unstructured.partition.csv", "partition_csv", {"infer_table_structure": True}),
+    "tsv": ("unstructured.partition.tsv", "partition_tsv", {}),
+    "eml": ("unstructured.partition.email", "partition_email", {}),
+}
+
+
+def tesseract_available() -> bool:
+    """True when the ``tesseract`` binary is on PATH."""
+    return shutil.which("tesseract") is not None
+
+
+def partition_file(path: Path, filetype: str, profile: Profile,
+                   pages: tuple[int, int] | None = None, filename: str | None = None) -> list[dict]:
+    """Partition one file into unstructured element dicts.
+
+    Args:
+        path: the normalized file (``NormalizedFile.path``).
+        filetype: its detected type (``NormalizedFile.filetype``), e.g. ``"pdf"``.
+        profile: the category profile (strategy, tables, images, OCR languages,
+            ``timeout_s`` — enforced with SIGALRM when called on a main thread).
+        pages: PDF only — 1-based inclusive ``(first, last)`` range; page numbers in
+            the result stay those of the whole document.
+        filename: name recorded in ``metadata.filename`` (and in the deterministic
+            element ids); defaults to ``path.name``.
+    Returns:
+        ``element.to_dict()`` dicts: ``type``, ``element_id``, ``text``, ``metadata``
+        (``page_number`` ≥ 1 for PDFs/images/PPTX, ``text_as_html`` on Tables,
+        ``image_base64`` on PDF Images, ``coordinates``, ``filename``, ...).
+    Raises:
+        EmptyDocument: zero bytes, or no elements from a non-empty file.
+        OCRUnavailable: scanned pages / images while tesseract is missing (or the
+            strategy is ``fast``).
+        EncryptedDocument, CorruptDocument, UnsupportedType, ConversionTimeout,
+        ConversionFailed: see ``stages.errors``.
+        ValueError: ``pages`` outside the document.
+    """
+    path = Path(path)
+    if path.stat().st_size == 0:
+        raise EmptyDocument("zero-byte file")
+    offline_nlp.ensure_offline_nlp()
+    label = filetype.upper()
+    with deadline(profile.timeout_s, f"partitioning {label} timed out after {profile.timeout_s:g} s"):
+        try:
+            if filetype == "pdf":
+                from stages.partition_pdf import partition_pdf_file
+                elements = partition_pdf_file(path, profile, pages, filename or path.name)
+            elif filetype in IMAGE_TYPES:
+                elements = _partition_image(path, label, profile, filename or path.name)
+            elif filetype in NATIVE:
+                elements = _partition_native(path, filetype, profile, filename or path.name)
+            else:
+                raise UnsupportedType(f"no partitioner for {label} files")
+        except (DocumentError, ValueError):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every parser failure gets a reason
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise as_document_error(exc, label) from exc
+    if not elements:
+        raise EmptyDocument(_empty_reason(path, filetype))
+    dicts = [e.to_dict() for e in elements]
+    if filename:
+        for d in dicts:
+            d["metadata"].pop("file_directory", None)
+    return dicts
+
+
+def _partition_native(path: Path, filetype: str, profile: Profile, filename: str) -> list:
+    import importlib
+
+    module, func, extra = NATIVE[filetype]
+    fn = getattr(importlib.import_module(module), func)
+    return fn(filename=str(path), metadata_filename=filename,
+              languages=list(profile.ocr_languages), **extra)
+
+
+def _partition_image(path: Path, label: str, profile: Profile, filename: str) -> list:
+    if profile.strategy == "fast":
+        raise OCRUnavailable(f"{label} image needs OCR but profile '{profile.name}' uses strategy 'fast'")
+    if not tesseract_available():
+        raise OCRUnavailable(f"{label} image needs OCR and tesseract is not installed")
+    from unstructured.partition.image import partition_image
+
+    return partition_image(filename=str(path), strategy="ocr_only", metadata_filename=filename,
+                           languages=list(profile.ocr_languages))
+
+
+def _empty_reason(path: Path, filetype: str) -> str:
+    label = filetype.upper()
+    if filetype in ("docx", "pptx", "xlsx"):
+        try:
+            with zipfile.ZipFile(path) as zf:
+                media = [n for n in zf.namelist() if "/media/" in n]
+        except zipfile.BadZipFile:
+            media = []
+        if media:
+            return (f"{label} has no text, only {len(media)} embedded image(s) "
+                    "(OCR of embedded images is not supported)")
+    what = {"xlsx": "no cell values", "csv": "no rows"}.get(filetype, "no text content")
+    return f"{label} has {what} (0 elements from {path.stat().st_size:,} bytes)"
+

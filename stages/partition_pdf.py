@@ -1,0 +1,144 @@
+"""PDF partitioning: text layer with ``fast``, OCR per page where there is none.
+
+Per page range: pdfplumber scans every page (text layer? images? ruled tables?),
+unstructured ``fast`` extracts the text layer, pdfplumber's tables replace the loose
+cell elements, sizeable images become Image elements with a PNG payload, and pages
+that have images but no text go to tesseract (``ocr_only``, rendered with pypdfium2)
+when it is installed — otherwise the document fails with the page list.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+from itertools import groupby
+from pathlib import Path
+
+from stages.errors import EmptyDocument, OCRUnavailable
+from stages.profiles import Profile
+
+log = logging.getLogger(__name__)
+OCR_DPI = 300
+
+
+def _page_list(numbers: list[int]) -> str:
+    """``[1,2,3,7]`` → ``"1-3, 7"``."""
+    runs = []
+    for _, grp in groupby(enumerate(numbers), key=lambda t: t[1] - t[0]):
+        nums = [n for _, n in grp]
+        runs.append(f"{nums[0]}-{nums[-1]}" if len(nums) > 1 else str(nums[0]))
+    return ", ".join(runs)
+
+
+def _page_count(path: Path) -> int:
+    import pypdf
+
+    reader = pypdf.PdfReader(path, strict=False)
+    if reader.is_encrypted:
+        reader.decrypt("")
+    return len(reader.pages)
+
+
+def _subset(path: Path, first: int, last: int, tmp: Path) -> Path:
+    """A PDF holding only pages ``first..last`` (pypdf)."""
+    import pypdf
+
+    reader = pypdf.PdfReader(path, strict=False)
+    if reader.is_encrypted:
+        reader.decrypt("")
+    writer = pypdf.PdfWriter()
+    for i in range(first - 1, last):
+        writer.add_page(reader.pages[i])
+    out = tmp / f"pages-{first}-{last}.pdf"
+    with open(out, "wb") as fh:
+        writer.write(fh)
+    return out
+
+
+def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | None,
+                       filename: str) -> list:
+    """Partition pages ``pages`` (default: all) of a PDF into unstructured Elements.
+
+    Raises OCRUnavailable for scanned pages without tesseract, EmptyDocument for
+    blank pages only / no elements, ValueError for a bad range; parser exceptions
+    propagate (the caller classifies them).
+    """
+    from unstructured.documents.elements import assign_and_map_hash_ids
+
+    from stages.pdf_extras import merge_page_items, scan_pages
+
+    total = _page_count(path)
+    first, last = pages or (1, total)
+    if not 1 <= first <= last <= total:
+        raise ValueError(f"page range {first}-{last} outside 1-{total}")
+    languages = list(profile.ocr_languages)
+    strategy = profile.strategy
+    if strategy == "hi_res":
+        log.warning("hi_res layout model not available offline; using auto for %s", filename)
+        strategy = "auto"
+    scans = scan_pages(path, first, last, profile.extract_tables and strategy != "ocr_only",
+                       profile.extract_images and strategy != "ocr_only", filename, languages)
+    ocr_pages = [s.number for s in scans if s.needs_ocr or (strategy == "ocr_only" and not s.blank)]
+    if ocr_pages:
+        _check_ocr(ocr_pages, len(scans), strategy, profile.name)
+    if all(s.blank for s in scans):
+        raise EmptyDocument(f"PDF pages {_page_list([s.number for s in scans])} are blank "
+                            "(no text layer, no images)")
+    with tempfile.TemporaryDirectory(prefix="ragstream-pdf-") as tmp:
+        src = path if (first, last) == (1, total) else _subset(path, first, last, Path(tmp))
+        elements = []
+        if strategy != "ocr_only" and any(s.text_chars for s in scans):
+            elements = _fast(src, first, filename, languages)
+        if ocr_pages:
+            elements += _ocr(path, ocr_pages, filename, languages, Path(tmp))
+    by_page: dict[int, list] = {}
+    for el in elements:
+        by_page.setdefault(el.metadata.page_number or first, []).append(el)
+    merged = []
+    for scan in scans:
+        merged += merge_page_items(by_page.pop(scan.number, []), scan.items)
+    for rest in by_page.values():  # page numbers outside the scan (should not happen)
+        merged += rest
+    if not merged:
+        raise EmptyDocument(f"PDF text layer on pages {_page_list([s.number for s in scans if s.text_chars])} "
+                            "yielded no elements")
+    return assign_and_map_hash_ids(merged)
+
+
+def _check_ocr(ocr_pages: list[int], scanned: int, strategy: str, profile_name: str) -> None:
+    from stages.partition import tesseract_available
+
+    which = "all pages" if len(ocr_pages) == scanned else f"page(s) {_page_list(ocr_pages)}"
+    if strategy == "fast":
+        raise OCRUnavailable(f"PDF {which} have no text layer (scanned images) and profile "
+                             f"'{profile_name}' uses strategy 'fast' (no OCR)")
+    if not tesseract_available():
+        raise OCRUnavailable(f"PDF {which} have no text layer (scanned images) and OCR is "
+                             "unavailable: tesseract not installed")
+
+
+def _fast(src: Path, first: int, filename: str, languages: list[str]) -> list:
+    from unstructured.partition.pdf import partition_pdf
+
+    return partition_pdf(filename=str(src), strategy="fast", starting_page_number=first,
+                         metadata_filename=filename, languages=languages)
+
+
+def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tmp: Path) -> list:
+    """OCR each page: render with pypdfium2, then unstructured ``ocr_only`` on the PNG."""
+    import pypdfium2
+    from unstructured.partition.image import partition_image
+
+    out = []
+    pdf = pypdfium2.PdfDocument(str(path))
+    try:
+        for n in numbers:
+            png = tmp / f"page-{n}.png"
+            pdf[n - 1].render(scale=OCR_DPI / 72).to_pil().save(png)
+            els = partition_image(filename=str(png), strategy="ocr_only", starting_page_number=n,
+                                  metadata_filename=filename, languages=languages)
+            for el in els:
+                el.metadata.filetype = "application/pdf"
+            out += els
+    finally:
+        pdf.close()
+    return out
