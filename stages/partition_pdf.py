@@ -107,13 +107,14 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
 def _check_ocr(ocr_pages: list[int], scanned: int, strategy: str, profile_name: str) -> None:
     from stages.partition import tesseract_available
 
-    which = "all pages" if len(ocr_pages) == scanned else f"page(s) {_page_list(ocr_pages)}"
+    if len(ocr_pages) == scanned:
+        what = f"PDF has no text layer (scanned images on all {scanned} page(s))"
+    else:
+        what = f"PDF page(s) {_page_list(ocr_pages)} have no text layer (scanned images)"
     if strategy == "fast":
-        raise OCRUnavailable(f"PDF {which} have no text layer (scanned images) and profile "
-                             f"'{profile_name}' uses strategy 'fast' (no OCR)")
+        raise OCRUnavailable(f"{what} and profile '{profile_name}' uses strategy 'fast' (no OCR)")
     if not tesseract_available():
-        raise OCRUnavailable(f"PDF {which} have no text layer (scanned images) and OCR is "
-                             "unavailable: tesseract not installed")
+        raise OCRUnavailable(f"{what} and OCR is unavailable: tesseract not installed")
 
 
 def _fast(src: Path, first: int, filename: str, languages: list[str]) -> list:
