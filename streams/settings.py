@@ -22,6 +22,9 @@ class Settings(BaseSettings):
 
     # Kafka protocol broker (Tansu in the embedded stack)
     kafka_bootstrap: str = "127.0.0.1:19092"
+    # Tansu storage engine for the embedded broker: "memory://tansu/" (lost on
+    # restart) or "s3://BUCKET/" (durable, in the embedded SeaweedFS)
+    broker_storage: str = "memory://tansu/"
     topic_partitions: int = 4
 
     # S3 API (SeaweedFS in the embedded stack)

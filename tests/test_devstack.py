@@ -1,0 +1,206 @@
+"""Integration test of the embedded dev stack: up, real round trips, idempotent up, down."""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from streams import devstack
+from streams.devstack_services import ensure_bucket
+from streams.settings import Settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+N_PORTS = 12  # broker, postgres, milvus, then s3 API + 8 internal SeaweedFS ports
+
+
+def _free_port_block(n: int) -> int:
+    """First port of ``n`` consecutive free loopback ports below the ephemeral range."""
+    for _ in range(200):
+        base = random.randrange(12000, 22000 - n)
+        socks = []
+        try:
+            # SeaweedFS admin gRPC sits at s3 API port + 8 + 10000
+            for port in [*range(base, base + n), base + 3 + 8 + 10000]:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port block")
+
+
+def _stack_pids(data_dir: Path) -> list[int]:
+    """Live processes whose working directory is inside ``data_dir``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if cwd.startswith(str(data_dir)) and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+@pytest.fixture
+def stack_settings():
+    # world-searchable: PostgreSQL runs as an unprivileged user when we are root
+    root = Path(tempfile.mkdtemp(prefix="ragstream-devstack-", dir="/tmp"))
+    root.chmod(0o755)
+    base = _free_port_block(N_PORTS)
+    settings = Settings(
+        data_dir=root / "data",
+        kafka_bootstrap=f"127.0.0.1:{base}",
+        pg_port=base + 1,
+        pg_dsn=f"postgresql://ragstream@127.0.0.1:{base + 1}/ragstream",
+        milvus_uri=f"http://127.0.0.1:{base + 2}",
+        s3_endpoint=f"http://127.0.0.1:{base + 3}",
+    )
+    yield settings
+    try:
+        devstack.down(settings, grace_s=5)
+    finally:
+        if not os.environ.get("RAGSTREAM_KEEP_TEST_DIR"):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+async def _kafka_round_trip(settings: Settings) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic("devstack-test", num_partitions=1, replication_factor=1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)
+    await producer.start()
+    try:
+        meta = await producer.send_and_wait("devstack-test", b"hello", key=b"k")
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tp = TopicPartition("devstack-test", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, meta.offset)
+        msg = await asyncio.wait_for(consumer.getone(), 20)
+    finally:
+        await consumer.stop()
+    assert (msg.key, msg.value) == (b"k", b"hello")
+
+
+async def _s3_round_trip(settings: Settings) -> None:
+    async with devstack_s3_client(settings) as s3:
+        names = {b["Name"] for b in (await s3.list_buckets())["Buckets"]}
+        assert settings.bucket in names  # created by up()
+        await s3.put_object(Bucket=settings.bucket, Key="t/obj.txt", Body=b"payload")
+        got = await s3.get_object(Bucket=settings.bucket, Key="t/obj.txt")
+        assert await got["Body"].read() == b"payload"
+
+
+def devstack_s3_client(settings: Settings):
+    from streams.devstack_services import _s3_client
+
+    return _s3_client(settings)
+
+
+async def _s3_rejects_bad_signature(settings: Settings) -> None:
+    bad = settings.model_copy(update={"s3_secret_key": "wrong-secret"})
+    with pytest.raises(Exception, match="SignatureDoesNotMatch|AccessDenied|InvalidAccessKeyId"):
+        async with devstack_s3_client(bad) as s3:
+            await s3.list_buckets()
+
+
+async def _pg_round_trip(settings: Settings) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(settings.pg_dsn)
+    try:
+        await conn.execute("create table t (id int primary key, v text)")
+        await conn.execute("insert into t values (1, 'one')")
+        assert await conn.fetchval("select v from t where id = 1") == "one"
+        assert await conn.fetchval("select current_user") == "ragstream"
+    finally:
+        await conn.close()
+
+
+def _milvus_round_trip(settings: Settings) -> None:
+    from pymilvus import MilvusClient
+
+    client = MilvusClient(uri=settings.milvus_uri, timeout=30)
+    try:
+        client.create_collection("devstack_test", dimension=4, metric_type="COSINE")
+        client.insert("devstack_test", [{"id": i, "vector": [float(i == j) for j in range(4)]} for i in range(4)])
+        hits = client.search("devstack_test", data=[[0.0, 0.0, 1.0, 0.0]], limit=1)
+        assert hits[0][0]["id"] == 2
+        assert client.query("devstack_test", filter="id >= 0", output_fields=["id"]) is not None
+    finally:
+        client.close()
+
+
+async def test_devstack_up_round_trips_down(stack_settings: Settings) -> None:
+    settings = stack_settings
+    t0 = time.monotonic()
+    started = await devstack.up_async(settings, timeout_s=180)
+    print(f"devstack up took {time.monotonic() - t0:.1f}s")
+    assert set(started) == {"s3", "broker", "postgres", "milvus"}
+    assert all(st.healthy and st.pid and st.detail == "started" for st in started.values())
+    for name in started:
+        assert (settings.data_dir / "logs" / f"{name}.log").exists()
+        assert (settings.data_dir / "run" / f"{name}.pid").exists()
+
+    health = await devstack.status_async(settings)
+    assert all(st.healthy for st in health.values()), health
+
+    await _kafka_round_trip(settings)
+    await _s3_round_trip(settings)
+    await _s3_rejects_bad_signature(settings)
+    await ensure_bucket(settings, settings.bucket)  # idempotent
+    await _pg_round_trip(settings)
+    await asyncio.to_thread(_milvus_round_trip, settings)
+
+    # idempotent: a second up leaves the running processes alone
+    again = await devstack.up_async(settings, timeout_s=60)
+    assert {n: s.pid for n, s in again.items()} == {n: s.pid for n, s in started.items()}
+    assert all(s.detail == "already running" for s in again.values())
+
+    pids = _stack_pids(settings.data_dir.resolve())
+    assert set(st.pid for st in started.values()) <= set(pids)
+
+    outcomes = await asyncio.to_thread(devstack.down, settings)
+    assert set(outcomes.values()) == {"stopped"}, outcomes
+    assert _stack_pids(settings.data_dir.resolve()) == []
+    assert not [pid for pid in pids if devstack._alive(pid)]
+    assert not list((settings.data_dir / "run").glob("*.pid"))
+
+    after = await devstack.status_async(settings)
+    assert not any(st.healthy for st in after.values())
+    assert devstack.down(settings) == {n: "not running" for n in started}
+
+
+async def test_stale_pid_file_is_cleaned(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, milvus_uri=f"http://127.0.0.1:{_free_port_block(1)}")
+    paths = devstack.Paths.of(settings, "milvus")
+    paths.run_dir.mkdir(parents=True)
+    paths.pid.write_text(f"{os.getpid()}\n")  # alive, but not a milvus started from this data_dir
+    st = (await devstack.status_async(settings, names=["milvus"]))["milvus"]
+    assert not st.healthy and st.pid is None
+    assert not paths.pid.exists()
