@@ -116,16 +116,19 @@ class Metadata:
         """Allocate the version for an upload of ``sha256`` under ``document_id``.
 
         Same bytes as the latest version → that version (``created=False``); else
-        latest + 1 (1 for a new document).  ``raw_key_for(version) -> str`` names the
+        latest + 1 (1 for a new document).  A latest version that FAILED or was
+        DELETED is never reused: uploading it again is a retry, i.e. a new version.  ``raw_key_for(version) -> str`` names the
         raw object.  Serialised per document by an advisory lock.
         """
         async with self.pool.acquire() as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", document_id)
                 row = await conn.fetchrow(
-                    "SELECT version, sha256, raw_key FROM document_versions WHERE document_id = $1 "
-                    "ORDER BY version DESC LIMIT 1", document_id)
-                if row and row["sha256"] == sha256:
+                    "SELECT v.version, v.sha256, v.raw_key, d.status AS status"
+                    " FROM document_versions v LEFT JOIN documents d"
+                    " ON d.document_id = v.document_id AND d.version = v.version"
+                    " WHERE v.document_id = $1 ORDER BY v.version DESC LIMIT 1", document_id)
+                if row and row["sha256"] == sha256 and row["status"] not in ("FAILED", "DELETED"):
                     return VersionAllocation(document_id, row["version"], False, row["raw_key"])
                 version = (row["version"] if row else 0) + 1
                 key = raw_key_for(version)

@@ -77,8 +77,11 @@ class ObjectStore:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise ObjectNotFound(f"s3://{bucket or self.bucket}/{key}") from exc
             raise
-        async with resp["Body"] as body:
+        body = resp["Body"]
+        try:
             return await body.read()
+        finally:
+            body.close()
 
     async def download(self, key: str, dest: Path, bucket: Optional[str] = None) -> Path:
         """Stream an object to ``dest`` (no whole-file buffering).  Raises ObjectNotFound."""
@@ -89,10 +92,13 @@ class ObjectStore:
                 raise ObjectNotFound(f"s3://{bucket or self.bucket}/{key}") from exc
             raise
         dest.parent.mkdir(parents=True, exist_ok=True)
-        async with resp["Body"] as body:
+        body = resp["Body"]
+        try:
             with open(dest, "wb") as fh:
-                while chunk := await body.read(CHUNK_BYTES):
+                async for chunk in body.iter_chunks(CHUNK_BYTES):
                     fh.write(chunk)
+        finally:
+            body.close()
         return dest
 
     async def exists(self, key: str, bucket: Optional[str] = None) -> bool:

@@ -33,12 +33,14 @@ def create_app(stages: Sequence[str] = STAGES, settings: Settings | None = None)
     """A Faust app with the agents of ``stages`` registered (see agents/)."""
     settings = settings or get_settings()
     ident = app_id(stages)
+    datadir = settings.data_dir / "faust" / ident
+    datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         ident,
         broker=f"kafka://{settings.kafka_bootstrap}",
         value_serializer="orjson",
         key_serializer="raw",
-        datadir=str(settings.data_dir / "faust" / ident),
+        datadir=str(datadir),
         topic_partitions=settings.topic_partitions,
         web_enabled=False,
         autodiscover=False,

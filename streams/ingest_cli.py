@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -29,15 +30,16 @@ def expand(paths: Sequence[Path]) -> list[Path]:
 
 
 async def follow_until_terminal(wanted: dict[str, int], console: Console,
-                                timeout_s: float) -> dict[str, Any]:
+                                timeout_s: float, since: float = 0.0) -> dict[str, Any]:
     """Print transitions of the ``{document_id: version}`` in ``wanted`` until each is
-    terminal; returns ``{document_id: last StatusEvent}``.  Raises TimeoutError."""
+    terminal, ignoring events older than ``since`` (Unix seconds); returns
+    ``{document_id: last StatusEvent}``.  Raises TimeoutError."""
     settings = get_settings()
     last: dict[str, Any] = {}
 
     async def _follow() -> None:
         async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
-            if wanted.get(ev.document_id) != ev.version:
+            if wanted.get(ev.document_id) != ev.version or ev.at < since:
                 continue
             prev = last.get(ev.document_id)
             if prev is not None and prev.seq >= ev.seq:
@@ -63,6 +65,7 @@ async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
         console.print("[red]--document-id needs exactly one file[/red]")
         return 2
     results: list[IngestResult] = []
+    started = time.time()
     async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
             producer(settings.kafka_bootstrap) as prod:
         await store.ensure_bucket()
@@ -78,7 +81,7 @@ async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
     if not wait or not wanted:
         return 0
     try:
-        last = await follow_until_terminal(wanted, console, timeout_s)
+        last = await follow_until_terminal(wanted, console, timeout_s, since=started - 1.0)
     except asyncio.TimeoutError:
         console.print(f"[red]timed out after {timeout_s:.0f} s waiting for terminal states[/red]")
         return 1
