@@ -94,6 +94,8 @@ def normalize_file(src: Path, workdir: Path, profile: Profile) -> NormalizedFile
     if det.filetype not in profile.filetypes:
         raise UnsupportedType(f"{det.filetype.upper()} files are not accepted by profile "
                               f"'{profile.name}'" + (f" ({notes[0]})" if notes else ""))
+    if det.filetype in ("docx", "pptx", "xlsx", "odt", "ods", "odp"):
+        _check_zip(src, det.filetype.upper())
     path, ftype, converted = src, det.filetype, False
     needs_pdf = det.filetype in CONVERT_ONLY_TYPES or (
         profile.convert_office_to_pdf and det.filetype in OFFICE_TYPES)
@@ -158,6 +160,21 @@ def _repair_pdf(path: Path, workdir: Path, first_error: Exception) -> tuple[Path
         raise CorruptDocument(f"truncated or corrupt PDF: {_msg(first_error)}; qpdf: {_msg(exc)}") from None
     log.info("repaired %s with qpdf after pypdf error: %s", path, first_error)
     return repaired, count
+
+
+def _check_zip(path: Path, label: str) -> None:
+    """Reject an OOXML/OpenDocument package whose ZIP structure is broken."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise CorruptDocument(f"truncated or corrupt {label}: not a readable ZIP package ({_msg(exc)})") from None
+    except Exception as exc:  # zlib.error and friends from damaged members
+        raise CorruptDocument(f"truncated or corrupt {label}: damaged ZIP member ({_msg(exc)})") from None
+    if bad is not None:
+        raise CorruptDocument(f"truncated or corrupt {label}: damaged ZIP member {bad!r}")
 
 
 def _msg(exc: BaseException) -> str:

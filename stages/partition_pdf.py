@@ -13,11 +13,15 @@ import tempfile
 from itertools import groupby
 from pathlib import Path
 
-from stages.errors import EmptyDocument, OCRUnavailable
+from stages.errors import EmptyDocument, EncryptedDocument, OCRUnavailable
 from stages.profiles import Profile
 
 log = logging.getLogger(__name__)
 OCR_DPI = 300
+
+
+class PageRangeError(ValueError):
+    """The requested page range lies outside the document (a caller bug)."""
 
 
 def _page_list(numbers: list[int]) -> str:
@@ -29,22 +33,21 @@ def _page_list(numbers: list[int]) -> str:
     return ", ".join(runs)
 
 
-def _page_count(path: Path) -> int:
+def _open(path: Path):
+    """pypdf reader, decrypted with the empty password when copy-protected."""
     import pypdf
 
     reader = pypdf.PdfReader(path, strict=False)
-    if reader.is_encrypted:
-        reader.decrypt("")
-    return len(reader.pages)
+    if reader.is_encrypted and not reader.decrypt(""):
+        raise EncryptedDocument("encrypted PDF (password required to open)")
+    return reader
 
 
 def _subset(path: Path, first: int, last: int, tmp: Path) -> Path:
     """A PDF holding only pages ``first..last`` (pypdf)."""
     import pypdf
 
-    reader = pypdf.PdfReader(path, strict=False)
-    if reader.is_encrypted:
-        reader.decrypt("")
+    reader = _open(path)
     writer = pypdf.PdfWriter()
     for i in range(first - 1, last):
         writer.add_page(reader.pages[i])
@@ -59,17 +62,17 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
     """Partition pages ``pages`` (default: all) of a PDF into unstructured Elements.
 
     Raises OCRUnavailable for scanned pages without tesseract, EmptyDocument for
-    blank pages only / no elements, ValueError for a bad range; parser exceptions
+    blank pages only / no elements, PageRangeError (ValueError) for a bad range; parser exceptions
     propagate (the caller classifies them).
     """
     from unstructured.documents.elements import assign_and_map_hash_ids
 
     from stages.pdf_extras import merge_page_items, scan_pages
 
-    total = _page_count(path)
+    total = len(_open(path).pages)
     first, last = pages or (1, total)
     if not 1 <= first <= last <= total:
-        raise ValueError(f"page range {first}-{last} outside 1-{total}")
+        raise PageRangeError(f"page range {first}-{last} outside 1-{total}")
     languages = list(profile.ocr_languages)
     strategy = profile.strategy
     if strategy == "hi_res":
