@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -53,18 +54,31 @@ async def follow_until_terminal(wanted: dict[str, int], console: Console,
     return last
 
 
-async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
-                       document_id: Optional[str], force: bool, wait: bool, timeout_s: float,
-                       console: Console) -> int:
-    """Ingest files; with ``wait``, follow them to terminal states.  Returns an exit
-    code: 0 when every document queued reached a terminal state (or nothing was
-    queued), 1 on timeout."""
+@dataclass
+class IngestOutcome:
+    """Results of one ingest call: per-file results and each queued document's last
+    status event (terminal unless ``timed_out``)."""
+
+    results: list[IngestResult]
+    last: dict[str, Any] = field(default_factory=dict)
+    timed_out: bool = False
+
+    def count(self, status: str) -> int:
+        """How many queued documents ended in ``status``."""
+        return sum(1 for e in self.last.values() if e.status == status)
+
+
+async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: str,
+                            document_id: Optional[str] = None, force: bool = False,
+                            wait: bool = True, timeout_s: float = 900.0,
+                            console: Console) -> IngestOutcome:
+    """Ingest files (folders expanded), printing one line per file; with ``wait``,
+    print every status transition of the queued documents until all are terminal."""
     settings = get_settings()
     files = expand(paths)
     if document_id and len(files) != 1:
-        console.print("[red]--document-id needs exactly one file[/red]")
-        return 2
-    results: list[IngestResult] = []
+        raise ValueError("--document-id needs exactly one file")
+    outcome = IngestOutcome([])
     started = time.time()
     async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
             producer(settings.kafka_bootstrap) as prod:
@@ -74,19 +88,36 @@ async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
             res = await ingest_file(f, project=project, category=category, store=store,
                                     metadata=metadata, producer=prod, document_id=document_id,
                                     force=force)
-            results.append(res)
+            outcome.results.append(res)
             verb = "queued" if res.queued else f"skipped ({res.reason})"
             console.print(f"{verb:>18}  {res.document_id}  v{res.version}  {f}", highlight=False)
-    wanted = {r.document_id: r.version for r in results if r.queued}
-    if not wait or not wanted:
-        return 0
+    wanted = {r.document_id: r.version for r in outcome.results if r.queued}
+    if wait and wanted:
+        try:
+            outcome.last = await follow_until_terminal(wanted, console, timeout_s,
+                                                       since=started - 1.0)
+        except asyncio.TimeoutError:
+            outcome.timed_out = True
+            console.print(f"[red]timed out after {timeout_s:.0f} s waiting for terminal states[/red]")
+    return outcome
+
+
+async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
+                       document_id: Optional[str], force: bool, wait: bool, timeout_s: float,
+                       console: Console) -> int:
+    """The ``ragstream ingest`` command: exit code 0 when every queued document reached
+    a terminal state (or nothing was queued), 1 on timeout, 2 on bad arguments."""
     try:
-        last = await follow_until_terminal(wanted, console, timeout_s, since=started - 1.0)
-    except asyncio.TimeoutError:
-        console.print(f"[red]timed out after {timeout_s:.0f} s waiting for terminal states[/red]")
+        outcome = await ingest_and_follow(paths, project=project, category=category,
+                                          document_id=document_id, force=force, wait=wait,
+                                          timeout_s=timeout_s, console=console)
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        return 2
+    if outcome.timed_out:
         return 1
-    done = sum(1 for e in last.values() if e.status == "COMPLETED")
-    console.print(f"{done} completed, {len(last) - done} failed")
+    if outcome.last:
+        console.print(f"{outcome.count('COMPLETED')} completed, {outcome.count('FAILED')} failed")
     return 0
 
 
@@ -112,8 +143,9 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
 
 def print_hits(hits: list[dict[str, Any]], console: Console) -> None:
     """Search hits as a table: score, file, page, document, text (first 300 chars)."""
-    table = Table("score", "file", "page", "document", "text", show_lines=True)
+    table = Table("score", "file", "page", "text", show_lines=True)
     for h in hits:
-        table.add_row(f"{h['score']:.3f}", h["filename"], str(h["page_number"]),
-                      f"{h['document_id']} v{h['version']}", h["text"][:300])
+        text = " ".join(h["text"].split())
+        table.add_row(f"{h['score']:.3f}", f"{h['filename']}\nv{h['version']}", str(h["page_number"]),
+                      text[:240] + ("…" if len(text) > 240 else ""))
     console.print(table)
