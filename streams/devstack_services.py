@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlparse
 
-from streams.devstack import DevStackError, Paths, Service, register
+from streams.devstack import DevStackError, Paths, Service, _alive, register
 from streams.settings import Settings
 
 LOOPBACK = "127.0.0.1"
@@ -270,6 +270,16 @@ async def _pg_prepare(settings: Settings, paths: Paths) -> None:
                 f"postgres: runs as user {user!r}, who cannot reach {paths.data}; make every parent "
                 "directory searchable (chmod o+x) or use a data_dir elsewhere"
             )
+    lock = paths.data / "postmaster.pid"
+    if lock.exists():
+        # left by a killed server; its pid may linger as a zombie (pid 1 in some
+        # containers reaps slowly), which PostgreSQL mistakes for a live postmaster
+        try:
+            old_pid = int(lock.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            old_pid = None
+        if old_pid is None or not _alive(old_pid):
+            lock.unlink(missing_ok=True)
     if (paths.data / "PG_VERSION").exists():
         return
     with open(paths.log, "ab") as log:

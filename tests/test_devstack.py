@@ -204,3 +204,73 @@ async def test_stale_pid_file_is_cleaned(tmp_path: Path) -> None:
     st = (await devstack.status_async(settings, names=["milvus"]))["milvus"]
     assert not st.healthy and st.pid is None
     assert not paths.pid.exists()
+
+
+async def test_durable_broker_keeps_records_across_restart() -> None:
+    root = Path(tempfile.mkdtemp(prefix="ragstream-devstack-", dir="/tmp"))
+    base = _free_port_block(N_PORTS)
+    settings = Settings(
+        data_dir=root,
+        kafka_bootstrap=f"127.0.0.1:{base}",
+        s3_endpoint=f"http://127.0.0.1:{base + 3}",
+        broker_storage="s3://tansu-test/",
+    )
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    try:
+        await devstack.up_async(settings, names=["broker", "s3"], timeout_s=120)
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+        await admin.start()
+        await admin.create_topics([NewTopic("durable", num_partitions=1, replication_factor=1)])
+        await admin.close()
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)
+        await producer.start()
+        await producer.send_and_wait("durable", b"survives")
+        await producer.stop()
+
+        assert await asyncio.to_thread(devstack.down, settings, names=["broker"]) == {"broker": "stopped"}
+        restarted = await devstack.up_async(settings, names=["broker", "s3"], timeout_s=60)
+        assert restarted["broker"].detail == "started" and restarted["s3"].detail == "already running"
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka_bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        tp = TopicPartition("durable", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        msg = await asyncio.wait_for(consumer.getone(), 20)
+        await consumer.stop()
+        assert msg.value == b"survives"
+    finally:
+        await asyncio.to_thread(devstack.down, settings, grace_s=5)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_start_failures_name_the_service_and_log(tmp_path: Path) -> None:
+    port = _free_port_block(1)
+    settings = Settings(data_dir=tmp_path)
+
+    async def never_healthy(settings: Settings) -> None:
+        raise ConnectionRefusedError("nothing listening")
+
+    crashing = devstack.Service(
+        name="crasher",
+        command=lambda s, p: ["sh", "-c", "echo boom-from-crasher; exit 3"],
+        health=never_healthy,
+        ports=lambda s: [port],
+        endpoint=lambda s: f"127.0.0.1:{port}",
+    )
+    devstack.register(crashing)
+    try:
+        with pytest.raises(devstack.DevStackError, match=r"(?s)crasher: process \d+ exited.*crasher\.log.*boom-from-crasher"):
+            await devstack.up_async(settings, names=["crasher"], timeout_s=20)
+
+        # something else holds the port: refuse to start, naming the port
+        with socket.socket() as blocker:
+            blocker.bind(("127.0.0.1", port))
+            blocker.listen()
+            with pytest.raises(devstack.DevStackError, match=rf"crasher: port\(s\) \[{port}\] already in use"):
+                await devstack.up_async(settings, names=["crasher"], timeout_s=20)
+    finally:
+        devstack.unregister("crasher")
+    assert "crasher" not in {s.name for s in devstack.services()}
