@@ -1,0 +1,98 @@
+"""Test fixtures: a test stack of its own (ports 2xxxx, data in .ragstream-test) and an
+all-stages worker, started once per session and stopped at the end.
+
+The environment is set before any ragstream module reads its settings, so every
+client in the tests (and the worker subprocess) talks to the test stack.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TEST_ENV = {
+    "RAGSTREAM_DATA_DIR": str(ROOT / ".ragstream-test"),
+    "RAGSTREAM_KAFKA_BOOTSTRAP": "127.0.0.1:29092",
+    "RAGSTREAM_S3_ENDPOINT": "http://127.0.0.1:28333",
+    "RAGSTREAM_PG_PORT": "25432",
+    "RAGSTREAM_PG_DSN": "postgresql://ragstream@127.0.0.1:25432/ragstream",
+    "RAGSTREAM_MILVUS_URI": "http://127.0.0.1:29530",
+    "RAGSTREAM_TRITON_HTTP_PORT": "28000",
+    "RAGSTREAM_TRITON_GRPC_PORT": "28001",
+    "RAGSTREAM_TRITON_METRICS_PORT": "28002",
+    "DO_NOT_TRACK": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+for _k, _v in TEST_ENV.items():
+    os.environ.setdefault(_k, _v)
+
+CORPUS = ROOT.parent / "shared" / "corpus"
+OUTPUT = ROOT / "test-output"
+
+
+def run(coro):
+    """Run a coroutine to completion from a sync test."""
+    return asyncio.run(coro)
+
+
+@pytest.fixture(scope="session")
+def settings():
+    from streams.settings import get_settings
+
+    return get_settings()
+
+
+@pytest.fixture(scope="session")
+def stack(settings):
+    """The embedded stack on the test ports, fresh for the session."""
+    from streams import devstack
+    from topics.admin import ensure_topics
+
+    devstack.down(settings)
+    shutil.rmtree(settings.data_dir, ignore_errors=True)
+    devstack.up(settings, timeout_s=180)
+    run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+    yield settings
+    if not os.environ.get("RAGSTREAM_KEEP_STACK"):
+        devstack.down(settings)
+
+
+@pytest.fixture(scope="session")
+def worker(stack):
+    """One all-stages worker process for the session (log: .ragstream-test/logs)."""
+    from streams.demo import start_worker, stop_worker
+
+    proc = start_worker(stack.data_dir / "logs" / "worker.log")
+    time.sleep(2)
+    assert proc.poll() is None, "worker exited at start; see .ragstream-test/logs/worker.log"
+    yield proc
+    stop_worker(proc)
+
+
+@pytest.fixture
+def project() -> str:
+    """A fresh project (its own Milvus collection) per test."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture(scope="session")
+def output_dir() -> Path:
+    OUTPUT.mkdir(exist_ok=True)
+    return OUTPUT
+
+
+def ingest(paths, project, **kw):
+    """Ingest files on the test stack and follow them to terminal states."""
+    from rich.console import Console
+
+    from streams.ingest_cli import ingest_and_follow
+
+    kw.setdefault("timeout_s", 600)
+    return run(ingest_and_follow([Path(p) for p in paths], project=project, category="default",
+                                 console=Console(width=160), **kw))

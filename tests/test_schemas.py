@@ -1,0 +1,41 @@
+"""Records, sequences and ids: the contracts between stages."""
+from schemas import Chunk, DocumentStatus, StatusEvent, chunk_id, sequence, status_event
+from streams.app import app_id, UnknownStage, STAGES
+from topics import ALL, STAGE_TOPICS, STATUS
+import pytest
+
+
+def test_chunk_id_is_deterministic():
+    assert chunk_id("doc-1", 3, 7) == "doc-1:3:7"
+
+
+def test_sequence_orders_versions_then_stages():
+    order = [sequence(1, s) for s in DocumentStatus]
+    assert order == sorted(order) and len(set(order)) == len(order)
+    assert sequence(2, DocumentStatus.QUEUED) > sequence(1, DocumentStatus.DELETED)
+
+
+def test_records_round_trip_through_orjson():
+    ev = status_event("d", 2, DocumentStatus.FAILED, stage="partition", project="p",
+                      error="encrypted PDF")
+    back = StatusEvent.loads(ev.dumps())
+    assert (back.document_id, back.version, back.status, back.error) == ("d", 2, "FAILED", "encrypted PDF")
+    assert back.seq == 2 * 100 + DocumentStatus.FAILED.rank
+    c = Chunk(chunk_id="d:1:0", document_id="d", version=1, index=0, total=1, project="p",
+              category="c", filename="f.pdf", text="hello", page_number=1, element_types=["Title"])
+    assert Chunk.loads(c.dumps()) == c
+
+
+def test_topic_catalogue_is_the_only_source_of_names():
+    names = [t.name for t in ALL]
+    assert len(names) == len(set(names))
+    assert STATUS.compacted and STATUS.config()["cleanup.policy"] == "compact"
+    assert set(STAGE_TOPICS) == set(STAGES)
+
+
+def test_app_ids_give_each_stage_its_consumer_group():
+    assert app_id(STAGES) == "ragstream"
+    assert app_id(["partition"]) == "ragstream-partition"
+    assert app_id(["embed", "normalize"]) == "ragstream-normalize-embed"
+    with pytest.raises(UnknownStage):
+        app_id(["nope"])
