@@ -53,6 +53,23 @@ class Settings(BaseSettings):
     embedder_onnx_path: Path | None = None
     embedder_threads: int = 0
     embedder_max_tokens: int = 256
+    # Triton server (streams/triton_server.py): its venv (None = .venv-triton), model
+    # repository (None = triton/), models to load, ONNX Runtime threads per model
+    # instance (0 = one per core)
+    triton_venv: Path | None = None
+    triton_model_repository: Path | None = None
+    triton_models: str = "embedder,embedder_online,reranker"
+    triton_threads: int = 0
+    # Triton clients (adapters/triton_embedder.py, adapters/reranker.py): model names,
+    # per-request deadline, and how long UNAVAILABLE is retried with backoff
+    triton_embed_model: str = "embedder"
+    triton_timeout_s: float = 120.0
+    triton_retry_s: float = 60.0
+    # reranker: directory with model.onnx + tokenizer.json (None = triton/reranker/1,
+    # built by triton/export_reranker.py), model name, deadline for one rerank call
+    reranker_dir: Path | None = None
+    reranker_model: str = "reranker"
+    reranker_timeout_s: float = 2.0
 
     # pipeline
     embed_max_batch: int = 64

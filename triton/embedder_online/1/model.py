@@ -1,0 +1,1 @@
+../../embedder/1/model.py
