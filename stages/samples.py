@@ -121,6 +121,7 @@ def write_pdf(path: Path) -> Path:
                                     Table, TableStyle)
 
     styles = getSampleStyleSheet()
+    styles["Heading1"].spaceBefore = styles["Heading1"].spaceAfter = 16  # clear gaps, as in typical reports
     story = [Paragraph(TITLE, styles["Title"])]
     for i, (heading, paragraphs) in enumerate(SECTIONS):
         if i in (2, 4):
