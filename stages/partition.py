@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from stages import offline_nlp  # noqa: F401  (sets DO_NOT_TRACK before unstructured loads)
-from stages.deadline import deadline
+from stages.deadline import DeadlineExceeded, deadline
 from stages.errors import DocumentError, EmptyDocument, OCRUnavailable, UnsupportedType
 from stages.parse_errors import as_document_error
 from stages.profiles import Profile
@@ -54,7 +54,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
         profile: the category profile (strategy, tables, images, OCR languages,
             ``timeout_s`` — enforced with SIGALRM when called on a main thread).
         pages: PDF only — 1-based inclusive ``(first, last)`` range; page numbers in
-            the result stay those of the whole document.
+            the result stay those of the whole document.  Ignored for other types.
         filename: name recorded in ``metadata.filename`` (and in the deterministic
             element ids); defaults to ``path.name``.
     Returns:
@@ -92,7 +92,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 raise
             raise as_document_error(exc, label) from exc
         except BaseException as exc:  # noqa: BLE001 - every parser failure gets a reason
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            if isinstance(exc, (KeyboardInterrupt, SystemExit, DeadlineExceeded)):
                 raise
             raise as_document_error(exc, label) from exc
     if not elements:

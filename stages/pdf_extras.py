@@ -1,19 +1,20 @@
-"""What unstructured's ``fast`` PDF strategy misses, recovered with pdfplumber.
+"""What unstructured's ``fast`` PDF strategy misses: page facts, tables, images.
 
 ``fast`` yields no Table elements (cells come out as loose Title/Text) and no
-images (DESIGN.md).  ``scan_pages`` reads each page once and returns
-per-page facts with pypdfium2: whether it has a text layer, its sizeable images
-(rendered to PNG) and, with pdfplumber on pages that draw enough lines, its ruled
-tables (cells → HTML in the same ``<table><tr><td>`` shape unstructured uses for
-DOCX/HTML tables).  ``merge_page_items``
-then replaces the loose cell elements with Table elements and inserts Image elements
-in reading position.
+images (DESIGN.md).  ``scan_pages`` reads each page once with pypdfium2 — whether
+it has a text layer, its sizeable images (rendered to PNG) — and, with pdfplumber on
+pages that draw vector paths, its ruled tables (cells → HTML in the same
+``<table><tr><td>`` shape unstructured uses for DOCX/HTML tables).
+``merge_page_items`` then replaces the loose cell elements with Table elements and
+inserts Image elements in reading position.  Table/image recovery never fails a
+document: a page whose tables cannot be read keeps its text elements.
 """
 from __future__ import annotations
 
 import base64
 import html
 import io
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,8 @@ MIN_TABLE_PATHS = 1        # no vector paths at all: no ruled table (one path ca
 MIN_TABLE_CELLS = 6        # smaller grids are usually partial detections of rule-only tables
 MAX_MEAN_CELL_CHARS = 120  # longer average cell text means boxed prose, not data
 IMAGE_MAX_PX = 1024
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -80,8 +83,12 @@ def scan_pages(path: Path, first: int, last: int, tables: bool, images: bool,
 
                         plumber = pdfplumber.open(path)
                     ppage = plumber.pages[number - 1]
-                    scan.items += _tables(ppage, scan, meta)
-                    ppage.close()
+                    try:
+                        scan.items += _tables(ppage, scan, meta)
+                    except Exception as exc:  # noqa: BLE001 - tables are a bonus, text is not
+                        log.warning("table recovery failed on page %d of %s: %s", number, path, exc)
+                    finally:
+                        ppage.close()
                 if images and scan.text_chars and boxes:
                     scan.items += _images(page, boxes, scan, meta)
             finally:

@@ -206,10 +206,16 @@ def test_office_to_pdf_needs_soffice(samples, tmp_path):
         assert norm.converted and norm.filetype == "pdf" and norm.page_count >= 1
 
 
-def test_timeout_is_specific(samples):
-    with pytest.raises(ConversionTimeout, match="timed out after 0.05 s") as info:
-        partition_file(samples["pdf"], "pdf", Profile(timeout_s=0.05))
+def test_timeout_is_specific(samples, tmp_path):
+    writer = pypdf.PdfWriter()
+    for _ in range(10):
+        writer.append(str(samples["pdf"]))
+    src = tmp_path / "long.pdf"
+    writer.write(src)
+    with pytest.raises(ConversionTimeout, match="^partitioning PDF timed out after 0.2 s$") as info:
+        partition_file(src, "pdf", Profile(timeout_s=0.2))
     assert not info.value.permanent
+    assert partition_file(samples["pdf"], "pdf", PROFILE)  # the alarm is gone afterwards
 
 
 def test_errors_pickle_with_reason():
@@ -255,3 +261,73 @@ def test_corpus_every_file_gives_elements_or_a_specific_reason(tmp_path):
     width = max(len(r[0]) for r in rows)
     print("\n" + "\n".join(f"{name:<{width}}  {secs}  {outcome}" for name, secs, outcome in rows))
     assert not bad, bad
+
+
+NEEDS_TESSERACT = pytest.mark.skipif(not tesseract_available(), reason="tesseract not installed")
+
+
+def _scanned_page(pdf: Path, out: Path, number: int = 1, dpi: int = 150) -> Path:
+    """A page of ``pdf`` rendered to an image and saved as an image-only PDF/PNG."""
+    import pypdfium2
+
+    doc = pypdfium2.PdfDocument(str(pdf))
+    try:
+        image = doc[number - 1].render(scale=dpi / 72).to_pil().convert("RGB")
+    finally:
+        doc.close()
+    image.save(out, format="PDF" if out.suffix == ".pdf" else "PNG", resolution=dpi)
+    return out
+
+
+@NEEDS_TESSERACT
+def test_mixed_pdf_ocrs_only_the_scanned_page(samples, tmp_path):
+    scan = _scanned_page(samples["pdf"], tmp_path / "scan.pdf")
+    writer = pypdf.PdfWriter(clone_from=samples["pdf"])
+    writer.append(str(scan))
+    src = tmp_path / "mixed.pdf"
+    writer.write(src)
+    elements = _process(src, tmp_path)
+    last = [e for e in elements if e["metadata"]["page_number"] == 4]
+    assert any("Executive summary" in e["text"] for e in last)
+    assert _tables(elements) and {1, 2, 3, 4} <= {e["metadata"]["page_number"] for e in elements}
+
+
+@NEEDS_TESSERACT
+def test_png_named_pdf_is_ocred(samples, tmp_path):
+    src = _scanned_page(samples["pdf"], tmp_path / "page.png")
+    src = src.rename(tmp_path / "page.pdf")
+    elements = _process(src, tmp_path)
+    assert any("Riverside Water Authority" in e["text"] for e in elements)
+    assert {e["metadata"]["page_number"] for e in elements} == {1}
+
+
+def _ole(stream_name: str) -> bytes:
+    return b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 504 + stream_name.encode("utf-16-le") + b"\x00" * 512
+
+
+def test_encrypted_office_package(tmp_path):
+    src = tmp_path / "budget.xlsx"
+    src.write_bytes(_ole("EncryptedPackage"))
+    with pytest.raises(EncryptedDocument, match=r"^encrypted XLSX \(password-protected"):
+        normalize_file(src, tmp_path / "work", PROFILE)
+
+
+def test_legacy_doc_needs_libreoffice(tmp_path):
+    src = tmp_path / "memo.doc"
+    src.write_bytes(_ole("WordDocument"))
+    if find_soffice() is None:
+        with pytest.raises(ConversionFailed, match=r"LibreOffice \(soffice\) not installed; cannot convert DOC") as info:
+            normalize_file(src, tmp_path / "work", PROFILE)
+        assert info.value.permanent
+    else:  # a fake OLE file: LibreOffice must fail with a reason, not hang
+        with pytest.raises(DocumentError):
+            normalize_file(src, tmp_path / "work", PROFILE)
+
+
+def test_unknown_binary_is_unsupported(tmp_path):
+    from stages.errors import UnsupportedType
+
+    src = tmp_path / "blob.pdf"
+    src.write_bytes(bytes(range(256)) * 16)
+    with pytest.raises(UnsupportedType, match="^unrecognised binary content"):
+        normalize_file(src, tmp_path / "work", PROFILE)
