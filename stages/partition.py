@@ -83,6 +83,11 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 elements = _partition_image(path, label, profile, filename or path.name)
             elif filetype in NATIVE:
                 elements = _partition_native(path, filetype, profile, filename or path.name)
+                if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
+                        and profile.strategy != "fast":
+                    from stages.office_images import ocr_embedded_images
+                    elements = ocr_embedded_images(path, filetype, filename or path.name,
+                                                   list(profile.ocr_languages))
             else:
                 raise UnsupportedType(f"no partitioner for {label} files")
         except DocumentError:
@@ -95,13 +100,38 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             if isinstance(exc, (KeyboardInterrupt, SystemExit, DeadlineExceeded)):
                 raise
             raise as_document_error(exc, label) from exc
-    if not elements:
+    if not _has_content(elements):  # nothing, or only PageBreaks / empty text
         raise EmptyDocument(_empty_reason(path, filetype))
-    dicts = [e.to_dict() for e in elements]
+    dicts = [_plain(e.to_dict()) for e in elements]
     if filename:
         for d in dicts:
             d["metadata"].pop("file_directory", None)
     return dicts
+
+
+def _has_content(elements: list) -> bool:
+    """True when some element carries text or an image payload."""
+    return any((el.text or "").strip() or getattr(el.metadata, "image_base64", None)
+               for el in elements)
+
+
+def _plain(value):
+    """JSON-safe copy: numpy scalars/strings (OCR output) → built-ins; tuples kept."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    if value is None or type(value) in (str, bool, int, float):
+        return value
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    if hasattr(value, "item"):  # numpy scalar
+        return value.item()
+    if isinstance(value, (int, float)):
+        return int(value) if isinstance(value, int) else float(value)
+    return str(value)
 
 
 def _partition_native(path: Path, filetype: str, profile: Profile, filename: str) -> list:
@@ -133,8 +163,9 @@ def _empty_reason(path: Path, filetype: str) -> str:
         except zipfile.BadZipFile:
             media = []
         if media:
-            return (f"{label} has no text, only {len(media)} embedded image(s) "
-                    "(OCR of embedded images is not supported)")
+            why = ("tesseract not installed" if not tesseract_available()
+                   else "OCR found no text in them")
+            return f"{label} has no text, only {len(media)} embedded image(s) ({why})"
     what = {"xlsx": "no cell values", "csv": "no rows"}.get(filetype, "no text content")
     return f"{label} has {what} (0 elements from {path.stat().st_size:,} bytes)"
 

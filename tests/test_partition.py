@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import orjson
 import pypdf
 import pytest
 
@@ -22,7 +23,17 @@ from stages.samples import chart_png, generate_samples
 
 PROFILE = DEFAULT_PROFILES["default"]
 CORPUS = Path("/work/shared/corpus")
-NO_TESSERACT = pytest.mark.skipif(tesseract_available(), reason="tesseract installed: OCR path taken")
+
+
+@pytest.fixture
+def no_tesseract(monkeypatch, tmp_path):
+    """PATH without tesseract (the deployment without OCR), whether or not it is installed."""
+    import shutil
+    import sys
+
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
+    if shutil.which("tesseract"):
+        pytest.skip("tesseract is in the virtualenv's bin directory")
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +73,10 @@ def test_pdf_sample_elements(pdf_elements):
     assert len({e["element_id"] for e in pdf_elements}) == len(pdf_elements)
 
 
+def test_elements_serialise_with_orjson(pdf_elements):
+    assert orjson.loads(orjson.dumps(pdf_elements))[0]["metadata"]["page_number"] == 1
+
+
 def test_pdf_page_range_keeps_numbers_and_ids(samples, pdf_elements):
     part = partition_file(samples["pdf"], "pdf", PROFILE, pages=(2, 3))
     assert {e["metadata"]["page_number"] for e in part} == {2, 3}
@@ -94,8 +109,7 @@ def test_pdf_named_txt_is_partitioned_as_pdf(samples, tmp_path):
     assert _tables(partition_file(norm.path, norm.filetype, PROFILE))
 
 
-@NO_TESSERACT
-def test_png_named_pdf_needs_ocr(tmp_path):
+def test_png_named_pdf_needs_ocr(tmp_path, no_tesseract):
     src = tmp_path / "scan.pdf"
     src.write_bytes(chart_png())
     norm = normalize_file(src, tmp_path / "work", PROFILE)
@@ -184,8 +198,7 @@ def test_blank_pdf_is_empty_document(tmp_path):
         _process(src, tmp_path)
 
 
-@NO_TESSERACT
-def test_image_only_pdf_fails_specifically(tmp_path):
+def test_image_only_pdf_fails_specifically(tmp_path, no_tesseract):
     from PIL import Image
 
     src = tmp_path / "scan.pdf"
@@ -247,6 +260,7 @@ def test_corpus_every_file_gives_elements_or_a_specific_reason(tmp_path):
         try:
             norm = normalize_file(src, tmp_path / src.name, PROFILE)
             elements = partition_file(norm.path, norm.filetype, PROFILE, filename=src.name)
+            orjson.dumps(elements)  # what the agent stores: must serialise as is
             types = Counter(e["type"] for e in elements)
             outcome = f"{len(elements)} elements " + ", ".join(f"{k}={v}" for k, v in sorted(types.items()))
             if not elements:
@@ -331,3 +345,29 @@ def test_unknown_binary_is_unsupported(tmp_path):
     src.write_bytes(bytes(range(256)) * 16)
     with pytest.raises(UnsupportedType, match="^unrecognised binary content"):
         normalize_file(src, tmp_path / "work", PROFILE)
+
+
+@pytest.mark.parametrize("ocr", [True, False], ids=["tesseract", "no-tesseract"])
+def test_image_only_pptx(samples, tmp_path, request, ocr):
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    png = _scanned_page(samples["pdf"], tmp_path / "slide.png", dpi=120)
+    deck = Presentation()
+    for _ in range(2):
+        slide = deck.slides.add_slide(deck.slide_layouts[6])  # blank layout
+        slide.shapes.add_picture(str(png), Inches(0.5), Inches(0.2), height=Inches(7))
+    src = tmp_path / "scans.pptx"
+    deck.save(src)
+    if not ocr:
+        request.getfixturevalue("no_tesseract")
+    elif not tesseract_available():
+        pytest.skip("tesseract not installed")
+    if not tesseract_available():
+        with pytest.raises(EmptyDocument, match=r"^PPTX has no text, only 1 embedded image\(s\) \(tesseract not installed\)$"):
+            _process(src, tmp_path)
+        return
+    elements = _process(src, tmp_path)
+    assert any("Executive summary" in e["text"] for e in elements)
+    assert {e["metadata"]["page_number"] for e in elements} == {1, 2}
+    orjson.dumps(elements)
