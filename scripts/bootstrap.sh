@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
-APT_PACKAGES=(libmagic1 postgresql tesseract-ocr tesseract-ocr-eng poppler-utils)
+APT_PACKAGES=(libmagic1 postgresql tesseract-ocr tesseract-ocr-eng poppler-utils chromium)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

@@ -14,7 +14,7 @@ import schemas  # noqa: F401  (registers the orjson codec)
 from streams import broker_quirks
 from streams.settings import Settings, get_settings
 
-STAGES: tuple[str, ...] = ("normalize", "partition", "chunk", "enhance", "embed", "index", "project")
+STAGES: tuple[str, ...] = ("normalize", "partition", "chunk", "enhance", "embed", "index", "project", "notify")
 
 
 class UnknownStage(ValueError):

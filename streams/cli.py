@@ -31,6 +31,9 @@ def _mount() -> None:
     from streams.devstack_cli import dev_app
 
     app.add_typer(dev_app, name="dev")
+    from streams.api_cli import mount as mount_api
+
+    mount_api(app)  # ragstream api, ragstream apikey
     try:
         from streams.partition_cli import partition_command
     except ImportError:  # parsing CLI not present in this checkout

@@ -9,15 +9,15 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Awaitable, Callable, Optional
 
 from adapters.metadata import Metadata
 from adapters.object_keys import raw_key
 from adapters.object_store import ObjectStore, sha256_file
 from adapters.vector_store import alias_name
-from schemas import UPLOAD, DocumentStatus, UploadEvent, status_event
+from schemas import DELETE, UPLOAD, DocumentStatus, UploadEvent, status_event
 from streams.kafka_io import send_record
 from topics import STATUS, UPLOADS
 
@@ -36,6 +36,7 @@ class IngestResult:
     version: int
     queued: bool
     reason: str = ""
+    raw_key: str = ""
 
 
 async def ingest_file(path: Path, *, project: str, category: str, store: ObjectStore,
@@ -53,25 +54,68 @@ async def ingest_file(path: Path, *, project: str, category: str, store: ObjectS
     if not path.is_file():
         raise FileNotFoundError(path)
     filename = path.name
+    content_type = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+
+    async def put_raw(key: str) -> None:
+        await store.put_file(key, path, content_type)
+
+    result = await queue_version(
+        project=project, category=category, filename=filename, sha256=sha256_file(path),
+        size=path.stat().st_size, content_type=content_type, store=store, metadata=metadata,
+        producer=producer, put_raw=put_raw, document_id=document_id, callback_url=callback_url,
+        force=force)
+    return replace(result, path=path)
+
+
+async def queue_version(*, project: str, category: str, filename: str, sha256: str, size: int,
+                        content_type: str, store: ObjectStore, metadata: Metadata, producer,
+                        put_raw: Callable[[str], Awaitable[None]],
+                        document_id: Optional[str] = None, callback_url: Optional[str] = None,
+                        force: bool = False) -> IngestResult:
+    """Register a version of bytes whose ``sha256`` (hex) and ``size`` (bytes) are
+    known, store them with ``put_raw(raw_key)`` and produce QUEUED + the upload event.
+
+    The shared tail of the CLI (a local file) and the HTTP API (a body streamed to a
+    staging object, or an object referenced in S3).  Same bytes as the latest version
+    → nothing is stored or sent (``queued=False``, ``reason="unchanged"``) unless
+    ``force``.  ``result.path`` is ``Path(filename)``.
+    """
+    alias_name(project)
     document_id = document_id or default_document_id(project, filename)
-    digest = sha256_file(path)
-    ext = path.suffix.lstrip(".").lower()
+    ext = Path(filename).suffix.lstrip(".").lower()
     alloc = await metadata.register_version(
         document_id=document_id, project=project, category=category, filename=filename,
-        sha256=digest, size=path.stat().st_size,
+        sha256=sha256, size=size,
         raw_key_for=lambda v: raw_key(project, category, v, document_id, ext))
     if not alloc.created and not force:
-        return IngestResult(path, document_id, alloc.version, False, "unchanged")
-    content_type = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+        return IngestResult(Path(filename), document_id, alloc.version, False, "unchanged",
+                            raw_key=alloc.raw_key)
     if alloc.created or not await store.exists(alloc.raw_key):
-        await store.put_file(alloc.raw_key, path, content_type)
+        await put_raw(alloc.raw_key)
     event = UploadEvent(
         document_id=document_id, version=alloc.version, action=UPLOAD, project=project,
         category=category, filename=filename, bucket=store.bucket, key=alloc.raw_key,
-        sha256=digest, size=path.stat().st_size, content_type=content_type,
+        sha256=sha256, size=size, content_type=content_type,
         callback_url=callback_url, submitted_at=time.time())
     await send_record(producer, STATUS, document_id, status_event(
         document_id, alloc.version, DocumentStatus.QUEUED, stage="upload", project=project,
         filename=filename, callback_url=callback_url))
     await send_record(producer, UPLOADS, document_id, event)
-    return IngestResult(path, document_id, alloc.version, True)
+    return IngestResult(Path(filename), document_id, alloc.version, True, raw_key=alloc.raw_key)
+
+
+async def queue_delete(*, document_id: str, version: int, project: str, category: str,
+                       filename: str, bucket: str, key: str, sha256: str, size: int,
+                       producer, callback_url: Optional[str] = None) -> UploadEvent:
+    """Produce a delete request (``action="delete"``) for a document.
+
+    normalize applies it: the document's chunks leave Milvus, its objects leave
+    storage, and its status becomes DELETED at ``version`` (the latest).  Returns the
+    event sent.
+    """
+    event = UploadEvent(
+        document_id=document_id, version=version, action=DELETE, project=project,
+        category=category, filename=filename, bucket=bucket, key=key, sha256=sha256,
+        size=size, callback_url=callback_url, submitted_at=time.time())
+    await send_record(producer, UPLOADS, document_id, event)
+    return event

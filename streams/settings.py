@@ -80,6 +80,23 @@ class Settings(BaseSettings):
     convert_timeout_s: float = 120.0
     partition_timeout_s: float = 3600.0
 
+    # HTTP API (streams/api): listen address, the largest upload accepted (bytes;
+    # larger → 413, nothing stored), buckets that uploads may reference besides
+    # ``incoming/{project}/`` in our own bucket (comma-separated)
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+    api_max_upload_bytes: int = 512 * 1024 * 1024
+    api_reference_buckets: str = ""
+
+    # completion callbacks (agents/notify.py): hosts (names, IPs or CIDRs,
+    # comma-separated) that may resolve to private/loopback/link-local addresses;
+    # per-attempt timeout, attempts, exponential backoff base and cap (seconds)
+    callback_allow_hosts: str = ""
+    callback_timeout_s: float = 10.0
+    callback_max_attempts: int = 8
+    callback_backoff_s: float = 1.0
+    callback_backoff_max_s: float = 300.0
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -76,4 +76,5 @@ STAGE_TOPICS: dict[str, tuple[TopicSpec, Optional[TopicSpec]]] = {
     "embed": (ENHANCED, EMBEDDINGS),
     "index": (EMBEDDINGS, None),
     "project": (STATUS, None),
+    "notify": (STATUS, None),
 }

@@ -1,0 +1,139 @@
+"""notify agent: the status changelog → completion callbacks.
+
+For every terminal state (COMPLETED, FAILED, DELETED) whose event carries a
+``callback_url``, the agent writes one row to the ``callbacks`` outbox
+(adapters/callbacks.py; primary key = idempotency key, so redeliveries and replays
+queue nothing new) and hands it to a background delivery task.  Delivery retries
+with exponential backoff and a cap, signs the body with the project's secret, and
+refuses non-public addresses unless allow-listed.  The agent itself never waits on
+a receiver: a slow or failing receiver cannot stall the status stream.  A timer
+sweeps due rows every ``SWEEP_S`` seconds, so callbacks left pending by a crashed
+worker are resumed (rows carry a lease).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Optional
+
+import faust
+from tenacity import AsyncRetrying, stop_after_delay, wait_exponential
+
+from adapters.callbacks import AllowList, Callbacks, callback_body, deliver, guarded_client
+from adapters.object_keys import processed_key
+from agents.context import StageContext
+from schemas import TERMINAL, DocumentStatus, StatusEvent
+
+STAGE = "notify"
+SWEEP_S = 10.0
+MAX_CONCURRENT = 16
+log = logging.getLogger(__name__)
+
+
+class Notifier:
+    """Per-worker delivery state: the outbox, one HTTP client, in-flight tasks."""
+
+    def __init__(self, ctx: StageContext):
+        self.ctx = ctx
+        self.settings = ctx.settings
+        self._callbacks: Optional[Callbacks] = None
+        self._client = None
+        self._inflight: dict[str, asyncio.Task] = {}
+        self._sem = asyncio.Semaphore(MAX_CONCURRENT)
+
+    async def callbacks(self) -> Callbacks:
+        """The outbox over the worker's PostgreSQL pool (tables migrated once)."""
+        if self._callbacks is None:
+            metadata = await self.ctx.resources.metadata()
+            cb = Callbacks(metadata.pool)
+            await cb.migrate()
+            self._callbacks = cb
+        return self._callbacks
+
+    def client(self):
+        """The guarded httpx client (created on first use)."""
+        if self._client is None:
+            self._client = guarded_client(AllowList.parse(self.settings.callback_allow_hosts),
+                                          self.settings.callback_timeout_s)
+        return self._client
+
+    async def on_status(self, event: StatusEvent) -> bool:
+        """Queue the callback of a terminal event; True when a new row was queued."""
+        if not event.callback_url or DocumentStatus(event.status) not in TERMINAL:
+            return False
+        output = None
+        if event.status == DocumentStatus.COMPLETED.value:
+            key = processed_key(event.project, event.document_id, event.version)
+            bucket = self.settings.bucket
+            output = {"bucket": bucket, "key": key, "url": f"s3://{bucket}/{key}"}
+        body = callback_body(document_id=event.document_id, project=event.project,
+                             version=event.version, status=event.status, output=output,
+                             error=event.error, chunks=event.chunks_done or event.chunks_total,
+                             at=event.at)
+        cb = await self.callbacks()
+        created = await cb.enqueue(document_id=event.document_id, version=event.version,
+                                   status=event.status, project=event.project,
+                                   url=event.callback_url, body=body)
+        if created:
+            self.schedule(f"{event.document_id}:v{event.version}:{event.status}")
+        return created
+
+    def schedule(self, key: str) -> None:
+        """Start delivering ``key`` in the background unless it is already in flight."""
+        if key in self._inflight:
+            return
+        task = asyncio.ensure_future(self._deliver(key))
+        self._inflight[key] = task
+        task.add_done_callback(lambda _t, k=key: self._inflight.pop(k, None))
+
+    async def _deliver(self, key: str) -> None:
+        async with self._sem:
+            try:
+                s = self.settings
+                await deliver(await self.callbacks(), self.client(), key,
+                              max_attempts=s.callback_max_attempts, backoff_s=s.callback_backoff_s,
+                              backoff_max_s=s.callback_backoff_max_s, timeout_s=s.callback_timeout_s)
+            except Exception:  # noqa: BLE001 — the sweep retries; never kill the worker
+                log.exception("callback %s: delivery crashed; the sweep will retry it", key)
+
+    async def sweep(self) -> int:
+        """Schedule every due pending callback; returns how many were scheduled."""
+        keys = [k for k in await (await self.callbacks()).due() if k not in self._inflight]
+        for key in keys:
+            self.schedule(key)
+        return len(keys)
+
+    async def close(self) -> None:
+        """Cancel in-flight deliveries (their rows stay pending) and close the client."""
+        for task in list(self._inflight.values()):
+            task.cancel()
+        if self._client is not None:
+            await self._client.aclose()
+
+
+def register(app: faust.App, ctx: StageContext) -> None:
+    """Declare the notify agent and its sweep timer on ``app``."""
+    notifier = Notifier(ctx)
+
+    @app.agent(ctx.topics.status, name="notify")
+    async def notify(stream: faust.StreamT[StatusEvent]) -> None:
+        async for event in stream:
+            try:  # the outbox row must exist before the event is acknowledged
+                async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=0.5, max=30),
+                                                   stop=stop_after_delay(600), reraise=True):
+                    with attempt:
+                        await notifier.on_status(event)
+            except Exception:  # noqa: BLE001 — database down for 10 minutes: log, go on
+                log.exception("notify: cannot queue callback for %s v%s %s",
+                              event.document_id, event.version, event.status)
+
+    @app.timer(interval=SWEEP_S)
+    async def sweep_callbacks() -> None:
+        try:
+            await notifier.sweep()
+        except Exception:  # noqa: BLE001
+            log.exception("notify: sweep failed")
+
+    @app.on_before_shutdown.connect
+    async def _close(sender, **kwargs) -> None:  # noqa: ARG001
+        await notifier.close()

@@ -1,0 +1,421 @@
+"""``/v1/documents``: upload (multipart or S3 reference), read, list, delete.
+
+The API is a producer of upload events and a reader of the status projection,
+nothing more: uploads go through :func:`streams.ingest.queue_version` (the same
+tail as ``ragstream ingest``), deletes through :func:`streams.ingest.queue_delete`.
+"""
+from __future__ import annotations
+
+import mimetypes
+import re
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import Any, Optional
+
+from botocore.exceptions import ClientError
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from prometheus_client import Counter
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from adapters.callbacks import CallbackRefused, check_url_syntax
+from adapters.object_keys import processed_key
+from adapters.vector_store import InvalidProjectName, alias_name
+from schemas import DocumentStatus, status_event
+from streams.api.auth import get_state, require_project
+from streams.api.state import ApiState
+from streams.api.uploads import BadUpload, StagedFile, UploadTooLarge, hash_object, receive_multipart
+from streams.ingest import default_document_id, queue_delete, queue_version
+
+router = APIRouter(prefix="/v1", tags=["documents"])
+
+UPLOADS_TOTAL = Counter("ragstream_api_uploads_total", "Uploads by outcome", ["outcome"])
+UPLOAD_BYTES = Counter("ragstream_api_upload_bytes_total", "Bytes received in accepted uploads")
+
+NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+DOC_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MULTIPART_OVERHEAD = 1024 * 1024  # bytes of form fields and boundaries allowed above the file limit
+
+
+class UploadAccepted(BaseModel):
+    """202 answer to an upload."""
+
+    document_id: str
+    version: int
+    status: str = Field(description="the document's status now (QUEUED for a new version)")
+    queued: bool = Field(description="false when the bytes equal the latest version's")
+    reason: str = ""
+    sha256: str
+    size: int = Field(description="bytes")
+    status_url: str
+
+
+class CallbackInfo(BaseModel):
+    """One completion callback and what happened to it."""
+
+    idempotency_key: str
+    version: int
+    status: str
+    state: str = Field(description="pending, delivered, refused or failed")
+    attempts: int
+    last_code: Optional[int] = None
+    reason: Optional[str] = None
+    delivered_at: Optional[datetime] = None
+
+
+class DocumentOut(BaseModel):
+    """A document as the status projection (PostgreSQL) knows it."""
+
+    document_id: str
+    project: str
+    category: str = ""
+    filename: str = ""
+    version: int
+    status: str
+    stage: str
+    chunks_total: int = 0
+    chunks_done: int = 0
+    pages: int = 0
+    error: Optional[str] = None
+    sha256: str = ""
+    size: int = 0
+    output: Optional[dict[str, str]] = Field(None, description="processed chunks (COMPLETED only)")
+    callbacks: list[CallbackInfo] = []
+    created_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = None
+    status_url: str
+
+
+class DocumentPage(BaseModel):
+    """One page of a listing; ``next_offset`` is null on the last page."""
+
+    items: list[DocumentOut]
+    limit: int
+    offset: int
+    next_offset: Optional[int] = None
+    total: int
+
+
+class DeleteAccepted(BaseModel):
+    """202 answer to a delete."""
+
+    document_id: str
+    version: int
+    queued: bool = True
+    status_url: str
+
+
+class S3Source(BaseModel):
+    """An object already in S3: in ``settings.api_reference_buckets``, or in the
+    ragstream bucket under ``incoming/{project}/``."""
+
+    bucket: str = Field(min_length=3, max_length=63)
+    key: str = Field(min_length=1, max_length=1024)
+
+
+class ReferenceUpload(BaseModel):
+    """JSON upload: a reference to an object instead of the bytes."""
+
+    project: Optional[str] = Field(None, description="defaults to the API key's project")
+    category: str = "default"
+    source: S3Source
+    filename: Optional[str] = Field(None, max_length=255, description="defaults to the key's basename")
+    document_id: Optional[str] = None
+    callback_url: Optional[str] = None
+
+    @field_validator("category")
+    @classmethod
+    def _category(cls, v: str) -> str:
+        if not NAME_RE.fullmatch(v):
+            raise ValueError("category must match [A-Za-z0-9_-]{1,64}")
+        return v
+
+
+def _inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema with its ``$defs`` inlined (openapi_extra cannot add
+    component schemas)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return walk(defs[ref.rsplit("/", 1)[-1]])
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+UPLOAD_OPENAPI: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {"schema": {
+                "type": "object", "required": ["file"],
+                "properties": {
+                    "file": {"type": "string", "format": "binary", "description": "the document"},
+                    "project": {"type": "string", "description": "defaults to the key's project"},
+                    "category": {"type": "string", "default": "default"},
+                    "document_id": {"type": "string", "description": "new version when it exists"},
+                    "callback_url": {"type": "string", "format": "uri"},
+                }}},
+            "application/json": {"schema": _inline_schema(ReferenceUpload)},
+        },
+    },
+    "responses": {"413": {"description": "larger than the upload limit; nothing stored"},
+                  "415": {"description": "neither multipart/form-data nor application/json"},
+                  "409": {"description": "the document id belongs to another project"}},
+}
+
+
+def status_url(document_id: str) -> str:
+    """Relative URL of a document's status."""
+    return f"/v1/documents/{document_id}"
+
+
+def _check_fields(key_project: str, project: Optional[str], category: Optional[str],
+                  document_id: Optional[str], callback_url: Optional[str]) -> tuple[str, str]:
+    project = project or key_project
+    category = category or "default"
+    if project != key_project:
+        raise HTTPException(403, f"this API key is not valid for project {project!r}")
+    try:
+        alias_name(project)
+    except InvalidProjectName as exc:
+        raise HTTPException(422, str(exc)) from exc
+    if not NAME_RE.fullmatch(category):
+        raise HTTPException(422, "category must match [A-Za-z0-9_-]{1,64}")
+    if document_id is not None and not DOC_ID_RE.fullmatch(document_id):
+        raise HTTPException(422, "document_id must match [A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+    if callback_url is not None:
+        try:
+            check_url_syntax(callback_url)
+        except CallbackRefused as exc:
+            raise HTTPException(422, exc.reason) from exc
+    return project, category
+
+
+async def _check_owner(state: ApiState, document_id: str, project: str) -> None:
+    row = await state.metadata.latest_version(document_id)
+    if row is not None and row["project"] != project:
+        raise HTTPException(409, f"document id {document_id!r} is in use by another project")
+
+
+@router.post("/documents", status_code=202, response_model=UploadAccepted, openapi_extra=UPLOAD_OPENAPI,
+             summary="Upload a document (multipart) or reference an object in S3 (JSON)")
+async def upload(request: Request, key_project: str = Depends(require_project),
+                 state: ApiState = Depends(get_state)) -> UploadAccepted:
+    """Store the bytes, register the version, produce QUEUED and the upload event.
+
+    Multipart: field ``file`` plus optional form fields ``project``, ``category``,
+    ``document_id``, ``callback_url``.  JSON: :class:`ReferenceUpload`.  Same bytes as
+    the latest version → ``queued=false`` and nothing new.  Errors: 401, 403 (another
+    project), 409 (id owned by another project), 413 (too large, nothing stored),
+    415, 422.
+    """
+    settings = state.settings
+    limit = settings.api_max_upload_bytes
+    ctype = request.headers.get("content-type", "")
+    length = request.headers.get("content-length")
+    if length and length.isdigit() and int(length) > limit + MULTIPART_OVERHEAD:
+        UPLOADS_TOTAL.labels("too_large").inc()
+        raise HTTPException(413, f"upload exceeds the limit of {limit} bytes")
+    if ctype.startswith("multipart/form-data"):
+        return await _upload_multipart(request, key_project, state, ctype, limit)
+    if ctype.startswith("application/json"):
+        return await _upload_reference(request, key_project, state, limit)
+    UPLOADS_TOTAL.labels("bad_request").inc()
+    raise HTTPException(415, "send multipart/form-data (field 'file') or application/json (source)")
+
+
+async def _upload_multipart(request: Request, key_project: str, state: ApiState, ctype: str,
+                            limit: int) -> UploadAccepted:
+    store = state.store
+    try:
+        fields, staged, _ = await receive_multipart(
+            request.stream(), ctype, store=store, staging_prefix=f"staging/{key_project}/",
+            max_bytes=limit)
+    except UploadTooLarge as exc:
+        UPLOADS_TOTAL.labels("too_large").inc()
+        raise HTTPException(413, str(exc)) from exc
+    except BadUpload as exc:
+        UPLOADS_TOTAL.labels("bad_request").inc()
+        raise HTTPException(422, str(exc)) from exc
+    if staged is None:
+        UPLOADS_TOTAL.labels("bad_request").inc()
+        raise HTTPException(422, "multipart body has no 'file' part")
+    if staged.size == 0:
+        await store.client.delete_object(Bucket=store.bucket, Key=staged.key)
+        UPLOADS_TOTAL.labels("bad_request").inc()
+        raise HTTPException(422, "the file is empty")
+    try:
+        project, category = _check_fields(key_project, fields.get("project"), fields.get("category"),
+                                          fields.get("document_id") or None,
+                                          fields.get("callback_url") or None)
+        return await _queue(state, staged, project=project, category=category,
+                            document_id=fields.get("document_id") or None,
+                            callback_url=fields.get("callback_url") or None,
+                            source_bucket=store.bucket)
+    finally:
+        await store.client.delete_object(Bucket=store.bucket, Key=staged.key)
+
+
+async def _upload_reference(request: Request, key_project: str, state: ApiState,
+                            limit: int) -> UploadAccepted:
+    try:
+        ref = ReferenceUpload.model_validate_json(await request.body())
+    except ValidationError as exc:
+        UPLOADS_TOTAL.labels("bad_request").inc()
+        raise HTTPException(422, exc.errors(include_url=False, include_context=False)) from exc
+    project, category = _check_fields(key_project, ref.project, ref.category, ref.document_id,
+                                      ref.callback_url)
+    settings, store = state.settings, state.store
+    allowed = {b.strip() for b in settings.api_reference_buckets.split(",") if b.strip()}
+    src = ref.source
+    if not (src.bucket in allowed or
+            (src.bucket == store.bucket and src.key.startswith(f"incoming/{project}/"))):
+        raise HTTPException(403, f"objects may be referenced in s3://{store.bucket}/incoming/{project}/"
+                                 " or in the buckets of RAGSTREAM_API_REFERENCE_BUCKETS")
+    try:
+        head = await store.client.head_object(Bucket=src.bucket, Key=src.key)
+    except ClientError as exc:
+        raise HTTPException(422, f"cannot read s3://{src.bucket}/{src.key}: "
+                                 f"{exc.response.get('Error', {}).get('Code')}") from exc
+    size = int(head["ContentLength"])
+    if size == 0:
+        raise HTTPException(422, "the referenced object is empty")
+    if size > limit:
+        UPLOADS_TOTAL.labels("too_large").inc()
+        raise HTTPException(413, f"upload exceeds the limit of {limit} bytes")
+    filename = ref.filename or PurePosixPath(src.key).name or "upload"
+    filename = filename.replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+    ctype = head.get("ContentType") or mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    staged = StagedFile(src.key, filename, ctype, size, await hash_object(store, src.bucket, src.key))
+    return await _queue(state, staged, project=project, category=category,
+                        document_id=ref.document_id, callback_url=ref.callback_url,
+                        source_bucket=src.bucket)
+
+
+async def _queue(state: ApiState, staged: StagedFile, *, project: str, category: str,
+                 document_id: Optional[str], callback_url: Optional[str],
+                 source_bucket: str) -> UploadAccepted:
+    store = state.store
+    document_id = document_id or default_document_id(project, staged.filename)
+    await _check_owner(state, document_id, project)
+
+    async def put_raw(raw_key: str) -> None:  # server-side copy, no bytes through the API
+        await store.client.copy_object(Bucket=store.bucket, Key=raw_key,
+                                       CopySource={"Bucket": source_bucket, "Key": staged.key},
+                                       ContentType=staged.content_type, MetadataDirective="REPLACE")
+
+    result = await queue_version(
+        project=project, category=category, filename=staged.filename, sha256=staged.sha256,
+        size=staged.size, content_type=staged.content_type, store=store, metadata=state.metadata,
+        producer=state.producer, put_raw=put_raw, document_id=document_id,
+        callback_url=callback_url)
+    if result.queued:
+        # project QUEUED now so GET answers at once (monotonic: harmless when the
+        # projection agent applies the same transition)
+        await state.metadata.apply_status(status_event(
+            result.document_id, result.version, DocumentStatus.QUEUED, stage="upload",
+            project=project, filename=staged.filename, callback_url=callback_url))
+        UPLOADS_TOTAL.labels("queued").inc()
+        UPLOAD_BYTES.inc(staged.size)
+    else:
+        UPLOADS_TOTAL.labels("unchanged").inc()
+    row = await state.metadata.get_document(result.document_id)
+    return UploadAccepted(
+        document_id=result.document_id, version=result.version,
+        status=row["status"] if row else DocumentStatus.QUEUED.value, queued=result.queued,
+        reason=result.reason, sha256=staged.sha256, size=staged.size,
+        status_url=status_url(result.document_id))
+
+
+async def _document_out(state: ApiState, row: dict[str, Any], version_row: Optional[dict[str, Any]],
+                        with_callbacks: bool) -> DocumentOut:
+    output = None
+    if row["status"] == DocumentStatus.COMPLETED.value:
+        key = processed_key(row["project"], row["document_id"], row["version"])
+        output = {"bucket": state.store.bucket, "key": key, "url": f"s3://{state.store.bucket}/{key}"}
+    callbacks = []
+    if with_callbacks:
+        callbacks = [CallbackInfo(**c) for c in await state.callbacks.for_document(row["document_id"])]
+    vr = version_row if version_row and version_row["version"] == row["version"] else None
+    return DocumentOut(
+        document_id=row["document_id"], project=row["project"],
+        category=vr["category"] if vr else "", filename=row["filename"], version=row["version"],
+        status=row["status"], stage=row["stage"], chunks_total=row["chunks_total"],
+        chunks_done=row["chunks_done"], pages=row["pages"], error=row["error"],
+        sha256=vr["sha256"] if vr else "", size=vr["size"] if vr else 0, output=output,
+        callbacks=callbacks, created_at=row["created_at"], updated_at=row["updated_at"],
+        status_url=status_url(row["document_id"]))
+
+
+async def _owned(state: ApiState, document_id: str, project: str) -> dict[str, Any]:
+    row = await state.metadata.get_document(document_id)
+    if row is None or row["project"] != project:
+        raise HTTPException(404, "document not found")
+    return row
+
+
+@router.get("/documents/{document_id}", response_model=DocumentOut,
+            responses={404: {"description": "no such document in this key's project"}})
+async def get_document(document_id: str, project: str = Depends(require_project),
+                       state: ApiState = Depends(get_state)) -> DocumentOut:
+    """Status, version, stage, counts, error, timestamps and callbacks of a document."""
+    row = await _owned(state, document_id, project)
+    return await _document_out(state, row, await state.metadata.latest_version(document_id), True)
+
+
+@router.get("/documents", response_model=DocumentPage)
+async def list_documents(
+        project: Optional[str] = Query(None, description="defaults to the key's project"),
+        status: Optional[DocumentStatus] = Query(None),
+        limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=10_000_000),
+        key_project: str = Depends(require_project),
+        state: ApiState = Depends(get_state)) -> DocumentPage:
+    """Documents of the key's project, most recently updated first, with paging."""
+    if project is not None and project != key_project:
+        raise HTTPException(404, "project not found")
+    status_value = status.value if status else None
+    rows = [dict(r) for r in await state.metadata.pool.fetch(
+        "SELECT d.*, v.category, v.sha256, v.size FROM documents d LEFT JOIN document_versions v"
+        " ON v.document_id = d.document_id AND v.version = d.version"
+        " WHERE d.project = $1 AND ($2::text IS NULL OR d.status = $2)"
+        " ORDER BY d.updated_at DESC, d.document_id LIMIT $3 OFFSET $4",
+        key_project, status_value, limit, offset)]
+    total = await state.metadata.pool.fetchval(
+        "SELECT count(*) FROM documents WHERE project = $1 AND ($2::text IS NULL OR status = $2)",
+        key_project, status_value)
+    items = [await _document_out(state, r, r if r.get("sha256") else None, False) for r in rows]
+    nxt = offset + len(rows) if offset + len(rows) < total else None
+    return DocumentPage(items=items, limit=limit, offset=offset, next_offset=nxt, total=total)
+
+
+@router.delete("/documents/{document_id}", status_code=202, response_model=DeleteAccepted,
+               responses={404: {"description": "no such document in this key's project"}})
+async def delete_document(document_id: str,
+                          callback_url: Optional[str] = Query(
+                              None, description="defaults to the callback URL of the upload"),
+                          project: str = Depends(require_project),
+                          state: ApiState = Depends(get_state)) -> DeleteAccepted:
+    """Produce a delete event: the pipeline removes the document's chunks from Milvus
+    and its objects, then marks it DELETED (a callback fires when one is set)."""
+    row = await _owned(state, document_id, project)
+    if callback_url is not None:
+        _check_fields(project, None, None, None, callback_url)
+    version_row = await state.metadata.latest_version(document_id)
+    if version_row is None:
+        raise HTTPException(404, "document not found")
+    await queue_delete(
+        document_id=document_id, version=version_row["version"], project=project,
+        category=version_row["category"], filename=version_row["filename"],
+        bucket=state.store.bucket, key=version_row["raw_key"], sha256=version_row["sha256"],
+        size=version_row["size"], producer=state.producer,
+        callback_url=callback_url or row.get("callback_url"))
+    return DeleteAccepted(document_id=document_id, version=version_row["version"],
+                          status_url=status_url(document_id))
+

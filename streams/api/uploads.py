@@ -1,0 +1,276 @@
+"""Receiving uploads without holding whole files: multipart bodies are parsed as they
+arrive and the file part is piped to object storage while it is hashed.
+
+Memory per upload is bounded by one S3 part (``PART_BYTES``, 8 MiB) plus one
+network read, whatever the file size.  The bytes go to a staging object
+``staging/{project}/{uuid}`` first, because the raw key names the version and the
+version depends on the hash (same bytes → no new version): once the hash is known
+the staging object is copied server-side to its raw key (or dropped when
+unchanged) and always deleted.  Past ``max_bytes`` the S3 multipart upload is
+aborted and nothing is kept (→ 413).
+"""
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Optional
+
+from python_multipart.multipart import MultipartParser, parse_options_header
+
+from adapters.object_store import ObjectStore
+
+PART_BYTES = 8 * 1024 * 1024  # S3 multipart part size (minimum 5 MiB except the last)
+FIELD_MAX = 8192  # bytes of one plain form field
+DRAIN_MAX = 64 * 1024 * 1024  # bytes read and discarded after an overflow, so the 413 is seen
+
+
+class UploadTooLarge(Exception):
+    """The file exceeds the limit; ``limit`` in bytes."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"upload exceeds the limit of {limit} bytes")
+        self.limit = limit
+
+
+class BadUpload(ValueError):
+    """The request body is not a usable upload (message says why; → 422)."""
+
+
+@dataclass
+class StagedFile:
+    """A file streamed into staging: where it is, its name, type, size and hash."""
+
+    key: str
+    filename: str
+    content_type: str
+    size: int
+    sha256: str
+
+
+class StagingWriter:
+    """Streams bytes to one S3 object: a single PUT for small files, a multipart
+    upload in ``PART_BYTES`` parts otherwise.  Hashes (SHA-256) and counts as it goes."""
+
+    def __init__(self, store: ObjectStore, key: str, max_bytes: int,
+                 content_type: str = "application/octet-stream"):
+        self.store, self.key, self.max_bytes, self.content_type = store, key, max_bytes, content_type
+        self.size = 0
+        self.digest = hashlib.sha256()
+        self._buf: list[bytes] = []
+        self._buffered = 0
+        self._upload_id: Optional[str] = None
+        self._parts: list[dict] = []
+        self.peak_buffer = 0  # largest buffered bytes seen (for the memory-bound test)
+
+    async def write(self, data: bytes) -> None:
+        """Append ``data``.  Raises UploadTooLarge past ``max_bytes`` (after aborting)."""
+        self.size += len(data)
+        if self.size > self.max_bytes:
+            await self.abort()
+            raise UploadTooLarge(self.max_bytes)
+        self.digest.update(data)
+        self._buf.append(bytes(data))
+        self._buffered += len(data)
+        self.peak_buffer = max(self.peak_buffer, self._buffered)
+        if self._buffered >= PART_BYTES:
+            await self._flush_full_parts()
+
+    async def _flush_full_parts(self) -> None:
+        # cut the buffered chunks at exact PART_BYTES boundaries; join only one part at
+        # a time so the peak is ~2 parts (the chunks and their join), never the file
+        while self._buffered >= PART_BYTES:
+            part, need = [], PART_BYTES
+            while need:
+                chunk = self._buf[0]
+                if len(chunk) <= need:
+                    part.append(self._buf.pop(0))
+                    need -= len(chunk)
+                else:
+                    part.append(chunk[:need])
+                    self._buf[0] = chunk[need:]
+                    need = 0
+            self._buffered -= PART_BYTES
+            data = b"".join(part)
+            part.clear()
+            await self._flush_part(data)
+
+    async def _flush_part(self, data: bytes) -> None:
+        client, bucket = self.store.client, self.store.bucket
+        if self._upload_id is None:
+            resp = await client.create_multipart_upload(Bucket=bucket, Key=self.key,
+                                                        ContentType=self.content_type)
+            self._upload_id = resp["UploadId"]
+        number = len(self._parts) + 1
+        resp = await client.upload_part(Bucket=bucket, Key=self.key, UploadId=self._upload_id,
+                                        PartNumber=number, Body=data)
+        self._parts.append({"ETag": resp["ETag"], "PartNumber": number})
+
+    async def finish(self) -> tuple[int, str]:
+        """Complete the object; returns ``(size in bytes, hex sha256)``."""
+        client, bucket = self.store.client, self.store.bucket
+        data = b"".join(self._buf)
+        self._buf, self._buffered = [], 0
+        if self._upload_id is None:
+            await self.store.put_bytes(self.key, data, self.content_type)
+        else:
+            if data:
+                await self._flush_part(data)
+            await client.complete_multipart_upload(
+                Bucket=bucket, Key=self.key, UploadId=self._upload_id,
+                MultipartUpload={"Parts": self._parts})
+            self._upload_id = None
+        return self.size, self.digest.hexdigest()
+
+    async def abort(self) -> None:
+        """Drop everything written so far (idempotent)."""
+        self._buf, self._buffered = [], 0
+        if self._upload_id is not None:
+            upload_id, self._upload_id = self._upload_id, None
+            try:
+                await self.store.client.abort_multipart_upload(
+                    Bucket=self.store.bucket, Key=self.key, UploadId=upload_id)
+            except Exception:  # noqa: BLE001 — best effort; lifecycle rules clean the rest
+                pass
+
+
+@dataclass
+class _Part:
+    headers: dict[str, bytes] = field(default_factory=dict)
+    name: str = ""
+    filename: Optional[str] = None
+    content_type: str = "application/octet-stream"
+    value: bytearray = field(default_factory=bytearray)
+    writer: Optional[StagingWriter] = None
+
+
+async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, store: ObjectStore,
+                            staging_prefix: str, max_bytes: int
+                            ) -> tuple[dict[str, str], Optional[StagedFile], Optional[StagingWriter]]:
+    """Parse a ``multipart/form-data`` body as it streams in.
+
+    Returns ``(fields, staged file or None, writer)``: plain fields as strings
+    (≤ ``FIELD_MAX`` bytes each) and the one file part (field ``file``) written to
+    ``{staging_prefix}{uuid}``.  Raises UploadTooLarge (staging already aborted,
+    body drained up to ``DRAIN_MAX``) or BadUpload.  The caller deletes the staging
+    object when done with it.
+    """
+    _, params = parse_options_header(content_type)
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise BadUpload("multipart/form-data without a boundary")
+    events: list[tuple] = []
+    header_field = bytearray()
+    header_value = bytearray()
+
+    def on_header_field(data: bytes, start: int, end: int) -> None:
+        header_field.extend(data[start:end])
+
+    def on_header_value(data: bytes, start: int, end: int) -> None:
+        header_value.extend(data[start:end])
+
+    def on_header_end() -> None:
+        events.append(("header", bytes(header_field).lower().decode("latin-1"), bytes(header_value)))
+        header_field.clear()
+        header_value.clear()
+
+    callbacks = {
+        "on_part_begin": lambda: events.append(("begin",)),
+        "on_part_data": lambda data, start, end: events.append(("data", bytes(data[start:end]))),
+        "on_part_end": lambda: events.append(("end",)),
+        "on_header_field": on_header_field,
+        "on_header_value": on_header_value,
+        "on_header_end": on_header_end,
+        "on_headers_finished": lambda: events.append(("headers_done",)),
+    }
+    parser = MultipartParser(boundary, callbacks)
+    fields: dict[str, str] = {}
+    staged: Optional[StagedFile] = None
+    part: Optional[_Part] = None
+    file_writer: Optional[StagingWriter] = None
+    iterator = body.__aiter__()
+
+    async def handle(ev: tuple) -> None:
+        nonlocal part, staged, file_writer
+        kind = ev[0]
+        if kind == "begin":
+            part = _Part()
+        elif kind == "header":
+            part.headers[ev[1]] = ev[2]
+        elif kind == "headers_done":
+            disp, opts = parse_options_header(part.headers.get("content-disposition", b""))
+            if disp != b"form-data" or b"name" not in opts:
+                raise BadUpload("a multipart part lacks Content-Disposition: form-data; name=...")
+            part.name = opts[b"name"].decode("utf-8", "replace")
+            if b"filename" in opts or part.name == "file":
+                if part.name != "file":
+                    raise BadUpload(f"unexpected file field {part.name!r}; send the document as 'file'")
+                if file_writer is not None:
+                    raise BadUpload("more than one 'file' part")
+                raw_name = opts.get(b"filename", b"upload").decode("utf-8", "replace")
+                part.filename = raw_name.replace("\\", "/").rsplit("/", 1)[-1].strip() or "upload"
+                ctype = part.headers.get("content-type", b"application/octet-stream")
+                part.content_type = ctype.decode("latin-1").split(";")[0].strip() or \
+                    "application/octet-stream"
+                part.writer = file_writer = StagingWriter(
+                    store, f"{staging_prefix}{uuid.uuid4().hex}", max_bytes, part.content_type)
+        elif kind == "data":
+            if part.writer is not None:
+                await part.writer.write(ev[1])
+            else:
+                part.value += ev[1]
+                if len(part.value) > FIELD_MAX:
+                    raise BadUpload(f"form field {part.name!r} is longer than {FIELD_MAX} bytes")
+        elif kind == "end":
+            if part.writer is not None:
+                size, digest = await part.writer.finish()
+                staged = StagedFile(part.writer.key, part.filename, part.content_type, size, digest)
+            else:
+                try:
+                    fields[part.name] = part.value.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise BadUpload(f"form field {part.name!r} is not UTF-8") from exc
+            part = None
+
+    try:
+        async for chunk in iterator:
+            try:
+                parser.write(chunk)
+            except Exception as exc:  # noqa: BLE001 — python-multipart's parse errors
+                raise BadUpload(f"malformed multipart body: {exc}") from exc
+            pending, events[:] = list(events), []
+            for ev in pending:
+                await handle(ev)
+        parser.finalize()
+        for ev in events:
+            await handle(ev)
+    except UploadTooLarge:
+        drained = 0
+        async for chunk in iterator:  # read the rest so the client sees the 413
+            drained += len(chunk)
+            if drained > DRAIN_MAX:
+                break
+        raise
+    except BaseException:
+        if file_writer is not None:
+            await file_writer.abort()
+        if staged is not None:
+            await store.client.delete_object(Bucket=store.bucket, Key=staged.key)
+        raise
+    if file_writer is not None and staged is None:
+        await file_writer.abort()
+        raise BadUpload("the 'file' part is incomplete")
+    return fields, staged, file_writer
+
+
+async def hash_object(store: ObjectStore, bucket: str, key: str) -> str:
+    """Hex SHA-256 of an object, streamed in 8 MiB reads (never whole in memory)."""
+    resp = await store.client.get_object(Bucket=bucket, Key=key)
+    digest = hashlib.sha256()
+    body = resp["Body"]
+    try:
+        async for chunk in body.iter_chunks(PART_BYTES):
+            digest.update(chunk)
+    finally:
+        body.close()
+    return digest.hexdigest()

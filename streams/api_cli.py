@@ -1,0 +1,101 @@
+"""CLI commands for the HTTP API: ``ragstream api`` and ``ragstream apikey …``.
+
+    ragstream api [--host H --port P]            serve the API (uvicorn)
+    ragstream apikey create --project P [--name N]   new key, printed on the last line
+    ragstream apikey list [--project P]          key ids, projects, dates (never keys)
+    ragstream apikey revoke KEY_ID               revoke a key
+    ragstream apikey secret --project P          the project's callback signing secret
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from streams.settings import get_settings
+
+apikey_app = typer.Typer(help="Per-project API keys (stored hashed in PostgreSQL).",
+                         no_args_is_help=True)
+console = Console()
+
+
+def api_command(host: Optional[str] = typer.Option(None, help="listen address (settings.api_host)"),
+                port: Optional[int] = typer.Option(None, help="listen port (settings.api_port)"),
+                workers: int = typer.Option(1, help="uvicorn worker processes"),
+                log_level: str = typer.Option("info")) -> None:
+    """Serve the HTTP API (uploads, status, SSE, dashboard) against the running stack."""
+    import uvicorn
+
+    s = get_settings()
+    uvicorn.run("streams.api:create_app", factory=True, host=host or s.api_host,
+                port=port or s.api_port, workers=workers, log_level=log_level,
+                proxy_headers=True, timeout_graceful_shutdown=10)
+
+
+async def _with_db(fn):
+    from adapters.api_keys import ApiKeys
+    from adapters.callbacks import Callbacks
+    from adapters.metadata import Metadata
+
+    async with Metadata(get_settings().pg_dsn) as md:
+        keys, callbacks = ApiKeys(md.pool), Callbacks(md.pool)
+        await keys.migrate()
+        await callbacks.migrate()
+        return await fn(keys, callbacks)
+
+
+@apikey_app.command("create")
+def create(project: str = typer.Option(..., "--project", "-p"),
+           name: str = typer.Option("", help="a label for the key")) -> None:
+    """Create an API key for PROJECT; the key is printed once, on the last line."""
+    from adapters.vector_store import InvalidProjectName, alias_name
+
+    try:
+        alias_name(project)
+    except InvalidProjectName as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2)
+
+    async def go(keys, callbacks):
+        await callbacks.secret(project)  # so callbacks of this project can be signed
+        return await keys.create(project, name)
+
+    created = asyncio.run(_with_db(go))
+    console.print(f"key id {created.key_id} for project {project} (callback signing secret: "
+                  f"ragstream apikey secret --project {project})", highlight=False)
+    print(created.key, flush=True)
+
+
+@apikey_app.command("list")
+def list_keys(project: Optional[str] = typer.Option(None, "--project", "-p")) -> None:
+    """List keys (ids, projects, dates; never the keys themselves)."""
+    rows = asyncio.run(_with_db(lambda keys, _cb: keys.list(project)))
+    table = Table("key id", "project", "name", "created", "last used", "revoked")
+    fmt = lambda t: t.strftime("%Y-%m-%d %H:%M:%S") if t else ""  # noqa: E731
+    for r in rows:
+        table.add_row(r["key_id"], r["project"], r["name"], fmt(r["created_at"]),
+                      fmt(r["last_used_at"]), fmt(r["revoked_at"]))
+    console.print(table)
+
+
+@apikey_app.command("revoke")
+def revoke(key_id: str) -> None:
+    """Revoke the key KEY_ID (exit 1 when there is no such active key)."""
+    ok = asyncio.run(_with_db(lambda keys, _cb: keys.revoke(key_id)))
+    console.print("revoked" if ok else f"[red]no active key {key_id}[/red]")
+    raise typer.Exit(0 if ok else 1)
+
+
+@apikey_app.command("secret")
+def secret(project: str = typer.Option(..., "--project", "-p")) -> None:
+    """Print PROJECT's callback signing secret (HMAC-SHA256 key), creating it if new."""
+    print(asyncio.run(_with_db(lambda _k, callbacks: callbacks.secret(project))))
+
+
+def mount(app: typer.Typer) -> None:
+    """Add ``api`` and ``apikey`` to the main ``ragstream`` command."""
+    app.command("api", help="Serve the HTTP API (uploads, status, SSE, dashboard).")(api_command)
+    app.add_typer(apikey_app, name="apikey")
