@@ -1,0 +1,1 @@
+../../embedder_tokenizer/1/model.py
