@@ -35,7 +35,7 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
     with tempfile.TemporaryDirectory(prefix="ragstream-partition-") as tmp:
         path = await store.download(task.key, Path(tmp) / f"input.{task.filetype}", bucket=task.bucket)
         elements = await ctx.resources.pool.run(
-            partition_file, path, task.filetype, profile, pages,
+            partition_file, path, task.filetype, profile, pages, task.filename,
             timeout_s=ctx.settings.partition_timeout_s)
     key = elements_key(task.project, task.document_id, task.version, task.part)
     await store.put_bytes(key, orjson.dumps(elements), "application/json", bucket=task.bucket)
