@@ -30,7 +30,10 @@ console = Console()
 def _mount() -> None:
     from streams.devstack_cli import dev_app
 
+    from bench.cli import bench_app
+
     app.add_typer(dev_app, name="dev")
+    app.add_typer(bench_app, name="bench")
     from streams.api_cli import mount as mount_api
 
     mount_api(app)  # ragstream api, ragstream apikey

@@ -1,0 +1,30 @@
+"""``ragstream bench ...``: benchmarks that print figures, each compared against a
+baseline measured in the same run."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+bench_app = typer.Typer(help="Benchmarks (figures printed; baseline in the same run).",
+                        no_args_is_help=True)
+
+
+@bench_app.command("e2e")
+def e2e(corpus: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                              help="folder of documents (default: generated samples)"),
+        keep_running: bool = typer.Option(False, help="leave the stack up afterwards")) -> None:
+    """Pipeline pages/s and chunks/s vs the same stage functions in a plain loop."""
+    from bench.e2e import bench_e2e
+
+    bench_e2e(corpus, Console(), keep_running=keep_running)
+
+
+@bench_app.command("embed")
+def embed(repeats: int = typer.Option(2, help="runs per case (best is kept)")) -> None:
+    """Chunks/s through Triton vs in-process ONNX Runtime (batch 64/256, 50/300 tokens)."""
+    from bench.embed import bench_embed
+
+    bench_embed(repeats=repeats)

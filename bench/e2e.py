@@ -1,0 +1,178 @@
+"""``ragstream bench e2e``: pipeline throughput against a plain in-process loop.
+
+Both sides process the same corpus with the same stage functions (normalize_file,
+partition_file, chunk_elements, embed_text_for, the configured embedder, Milvus
+upsert), on the same machine, in the same run:
+
+- pipeline: files are ingested through the CLI path (S3 upload, upload events) into
+  the running stack with one all-stages worker; the clock runs from the first
+  upload to the last terminal status.
+- direct: one Python loop calls the stage functions file by file in this process.
+
+Pages: a document's highest element page number (1 for formats without pages).
+Each side is warmed up first with one small document (process-pool start, model
+load), so the figures are steady-state throughput.  The last line printed is
+``e2e_vs_direct=<pipeline pages/s ÷ direct pages/s>``.
+"""
+from __future__ import annotations
+
+import asyncio
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+@dataclass
+class Run:
+    """One measured side: documents, pages, chunks, failures and seconds."""
+
+    name: str
+    documents: int = 0
+    pages: int = 0
+    chunks: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.seconds if self.seconds else 0.0
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.seconds if self.seconds else 0.0
+
+
+def corpus_files(corpus: Path) -> list[Path]:
+    """The corpus's documents (sorted; CSV ground truth and dotfiles left out)."""
+    return sorted(p for p in corpus.rglob("*")
+                  if p.is_file() and p.suffix.lower() != ".csv" and not p.name.startswith("."))
+
+
+def _pages(elements: list[dict]) -> int:
+    return max([1] + [e.get("metadata", {}).get("page_number") or 1 for e in elements])
+
+
+async def direct_one(path: Path, project: str, embedder, vectors, run: Run) -> None:
+    """Process one file through the stage functions in this process."""
+    from schemas import chunk_id
+    from stages.chunk import chunk_elements
+    from stages.enhance import embed_text_for
+    from stages.errors import DocumentError
+    from stages.normalize import normalize_file
+    from stages.partition import partition_file
+    from stages.profiles import get_profile
+
+    profile = get_profile("default")
+    doc = "bench-" + uuid.uuid4().hex[:12]
+    run.documents += 1
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            norm = normalize_file(path, Path(tmp), profile)
+            elements = partition_file(norm.path, norm.filetype, profile, None, path.name)
+        chunks = chunk_elements(elements)
+    except DocumentError:
+        run.failed += 1
+        return
+    texts = [embed_text_for(c["text"], c["element_types"], c["table_html"]) for c in chunks]
+    vecs = await embedder.embed(texts)
+    rows = [{"chunk_id": chunk_id(doc, 1, i), "vector": v.tolist(), "document_id": doc,
+             "version": 1, "chunk_index": i, "page_number": c["page_number"],
+             "element_types": ",".join(c["element_types"]), "filename": path.name,
+             "project": project, "category": "default", "text": c["text"]}
+            for i, (c, v) in enumerate(zip(chunks, vecs))]
+    if rows:
+        await vectors.upsert(project, rows)
+    run.pages += _pages(elements)
+    run.chunks += len(chunks)
+
+
+async def run_direct(files: list[Path], warmup: Path, settings) -> Run:
+    """The plain loop over ``files`` (after one warm-up document)."""
+    from adapters.embedder import create_embedder
+    from adapters.vector_store import VectorStore
+
+    project = "benchdirect" + uuid.uuid4().hex[:6]
+    embedder = create_embedder(settings)
+    vectors = VectorStore(settings.milvus_uri)
+    try:
+        await direct_one(warmup, project, embedder, vectors, Run("warmup"))
+        run = Run("direct loop")
+        t0 = time.perf_counter()
+        for f in files:
+            await direct_one(f, project, embedder, vectors, run)
+        run.seconds = time.perf_counter() - t0
+        return run
+    finally:
+        await embedder.close()
+        vectors.close()
+
+
+async def _pipeline_pages(document_ids: list[str], settings) -> int:
+    from adapters.metadata import Metadata
+
+    async with Metadata(settings.pg_dsn) as md:
+        total = 0
+        for d in document_ids:
+            row = await md.get_document(d)
+            total += max(1, row["pages"]) if row and row["status"] == "COMPLETED" else 0
+        return total
+
+
+def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) -> Run:
+    """Ingest ``files`` through the running pipeline (after one warm-up document)."""
+    from streams.ingest_cli import ingest_and_follow
+
+    quiet = Console(quiet=True)
+    project = "benchpipe" + uuid.uuid4().hex[:6]
+    asyncio.run(ingest_and_follow([warmup], project=project + "w", category="default",
+                                  timeout_s=600, console=quiet))
+    t0 = time.perf_counter()
+    outcome = asyncio.run(ingest_and_follow(files, project=project, category="default",
+                                            timeout_s=3600, console=quiet))
+    run = Run("pipeline (Kafka + Faust)", seconds=time.perf_counter() - t0,
+              documents=len(outcome.results))
+    done = [e for e in outcome.last.values() if e.status == "COMPLETED"]
+    run.failed = outcome.count("FAILED") + (len(outcome.results) - len(outcome.last))
+    run.chunks = sum(e.chunks_total for e in done)
+    run.pages = asyncio.run(_pipeline_pages([e.document_id for e in done], settings))
+    return run
+
+
+def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False) -> float:
+    """Run both sides and print the comparison; returns pipeline ÷ direct (pages/s)."""
+    from stages.samples import generate_samples
+    from streams import devstack
+    from streams.demo import start_worker, stop_worker
+    from streams.settings import get_settings
+    from topics.admin import ensure_topics
+
+    settings = get_settings()
+    work = Path(tempfile.mkdtemp(prefix="ragstream-bench-"))
+    samples = generate_samples(work / "samples")
+    files = corpus_files(corpus) if corpus else samples
+    warmup = samples[2]  # the HTML sample: small, exercises every stage
+    devstack.up(settings)
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+    worker = start_worker(settings.data_dir / "logs" / "bench-worker.log")
+    try:
+        console.print(f"corpus: {corpus or 'generated samples'} ({len(files)} files)")
+        pipe = run_pipeline(files, warmup, settings, console)
+    finally:
+        stop_worker(worker)
+    direct = asyncio.run(run_direct(files, warmup, settings))
+    if not keep_running:
+        devstack.down(settings)
+    table = Table("run", "docs", "failed", "pages", "chunks", "seconds", "pages/s", "chunks/s")
+    for r in (pipe, direct):
+        table.add_row(r.name, str(r.documents), str(r.failed), str(r.pages), str(r.chunks),
+                      f"{r.seconds:.1f}", f"{r.pages_per_s:.2f}", f"{r.chunks_per_s:.2f}")
+    console.print(table)
+    ratio = pipe.pages_per_s / direct.pages_per_s if direct.pages_per_s else 0.0
+    console.print(f"chunks/s ratio {pipe.chunks_per_s / max(direct.chunks_per_s, 1e-9):.3f}")
+    print(f"e2e_vs_direct={ratio:.3f}")
+    return ratio
