@@ -28,6 +28,7 @@ through; proxies from the environment are ignored for the same reason.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
@@ -209,8 +210,6 @@ async def resolve_allowed(host: str, port: int, allow: AllowList) -> list[str]:
     order).  Raises CallbackRefused when any resolved address is not allowed (a host
     that resolves to one public and one private address is refused whole), and
     RetryableDelivery when the name does not resolve."""
-    import asyncio
-
     try:
         ips = [ipaddress.ip_address(host.strip("[]"))]
     except ValueError:
@@ -242,6 +241,8 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 
     async def connect_tcp(self, host: str, port: int, timeout: Optional[float] = None,
                           local_address: Optional[str] = None, socket_options=None):
+        """Resolve, check every address, dial the first allowed one that answers.
+        Raises CallbackRefused or httpcore.ConnectError."""
         addresses = await resolve_allowed(host, port, self.allow)
         last: Optional[Exception] = None
         for ip in addresses:
@@ -254,9 +255,11 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         raise httpcore.ConnectError(f"cannot connect to {host}:{port}: {last}")
 
     async def connect_unix_socket(self, *args, **kwargs):
+        """Never: callbacks go over TCP only.  Raises CallbackRefused."""
         raise CallbackRefused("Unix sockets are not callback destinations")
 
     async def sleep(self, seconds: float) -> None:
+        """Sleep (used by httpcore's retries)."""
         await self._inner.sleep(seconds)
 
 

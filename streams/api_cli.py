@@ -57,7 +57,7 @@ def create(project: str = typer.Option(..., "--project", "-p"),
         alias_name(project)
     except InvalidProjectName as exc:
         console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
 
     async def go(keys, callbacks):
         await callbacks.secret(project)  # so callbacks of this project can be signed

@@ -85,6 +85,12 @@ def test_missing_or_wrong_key_is_401(api, project):
         r = httpx.post(api.url + "/v1/documents", headers=headers, files={"file": ("a.txt", b"hello")},
                        data={"project": project}, timeout=10)
         assert r.status_code == 401
+    key = create_key(project)
+    assert httpx.get(api.url + "/v1/documents", headers={"X-API-Key": key}).status_code == 200
+    key_id = key.split("_", 1)[1].split(".", 1)[0]
+    subprocess.run([sys.executable, "-m", "streams.cli", "apikey", "revoke", key_id], check=True,
+                   capture_output=True, timeout=60)
+    assert httpx.get(api.url + "/v1/documents", headers={"X-API-Key": key}).status_code == 401
     assert httpx.get(api.url + "/healthz").json() == {"status": "ok"}
     ready = httpx.get(api.url + "/readyz").json()
     assert ready["ready"] and set(ready["checks"]) >= {"broker", "database", "object_store", "milvus"}
@@ -299,3 +305,26 @@ def test_schemathesis_finds_no_server_error(api, project, tmp_path):
     assert out.returncode == 0, tail
     assert "passed" in out.stdout, tail
     print("\n" + "\n".join(line for line in out.stdout.splitlines() if "generated" in line))
+
+
+def test_readiness_checks_triton_only_when_it_is_the_embedder(stack):
+    """With ``embedder="triton"`` and nothing listening on the Triton port, /readyz's
+    checks include a failing ``triton`` (→ 503); with ``onnx`` there is no such check."""
+    from api_helpers import free_port
+    from streams.api.app import readiness
+    from streams.api.state import ApiState
+
+    async def checks(settings):
+        state = ApiState(settings)
+        try:
+            await state.open()
+            return await readiness(state)
+        finally:
+            await state.close()
+
+    with_triton = run(checks(stack.model_copy(update={"embedder": "triton",
+                                                      "triton_http_port": free_port()})))
+    assert with_triton["triton"]["ok"] is False and "error" in with_triton["triton"]
+    assert all(with_triton[k]["ok"] for k in ("broker", "database", "object_store", "milvus"))
+    without = run(checks(stack.model_copy(update={"embedder": "onnx"})))
+    assert "triton" not in without and all(c["ok"] for c in without.values())

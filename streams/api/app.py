@@ -123,14 +123,18 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:
+        """Redirect to the dashboard."""
         return RedirectResponse("/dashboard")
 
     @app.get("/dashboard", include_in_schema=False)
     async def dashboard() -> FileResponse:
+        """The live dashboard page (the API key goes in the URL fragment ``#key=`` or
+        the page's form; it never reaches the server in a URL)."""
         return FileResponse(STATIC / "dashboard.html", media_type="text/html")
 
     @app.get("/dashboard/{name}", include_in_schema=False)
     async def dashboard_asset(name: str) -> FileResponse:
+        """The dashboard's script and stylesheet (nothing else is served)."""
         if name not in ("dashboard.js", "dashboard.css"):
             raise HTTPException(404, "not found")
         media = "text/javascript" if name.endswith(".js") else "text/css"
@@ -192,7 +196,7 @@ async def readiness(state: ApiState) -> dict[str, dict[str, Any]]:
     if s.embedder == "triton":
         names["triton"] = triton()
     results = await asyncio.gather(*(_timed(c) for c in names.values()))
-    return dict(zip(names, results))
+    return dict(zip(names, results, strict=True))
 
 
 async def refresh_gauges(state: ApiState) -> None:
