@@ -9,7 +9,7 @@ from __future__ import annotations
 import faust
 import orjson
 
-from adapters.object_keys import processed_key
+from adapters.object_keys import elements_key, processed_key, work_prefix
 from agents.context import StageContext
 from agents.failures import run_guarded
 from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
@@ -20,11 +20,34 @@ from topics import ELEMENTS
 STAGE = "chunk"
 
 
+async def all_parts(ctx: StageContext, ready: ElementsReady) -> list[dict] | None:
+    """Every part's elements in page order, or None while some part is missing.
+
+    Parts of one document share its key, hence one partition and one chunk agent,
+    in order: the event of the last part to finish finds every part stored.  (Two
+    events that both find all parts chunk identically: chunk ids are deterministic.)
+    """
+    store = await ctx.resources.store()
+    if ready.parts <= 1:
+        return orjson.loads(await store.get_bytes(ready.elements_key, bucket=ready.bucket))
+    keys = [elements_key(ready.project, ready.document_id, ready.version, p) for p in range(ready.parts)]
+    present = set([k async for k in store.list_keys(
+        work_prefix(ready.project, ready.document_id, ready.version), bucket=ready.bucket)])
+    if not present.issuperset(keys):
+        return None
+    elements: list[dict] = []
+    for key in keys:
+        elements += orjson.loads(await store.get_bytes(key, bucket=ready.bucket))
+    return elements
+
+
 async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
-    """Chunk one document version's elements and send its chunks."""
+    """Chunk one document version's elements (all parts) and send its chunks."""
+    elements = await all_parts(ctx, ready)
+    if elements is None:
+        return  # more page ranges to come; the last one chunks the document
     await ctx.emit(ready, DocumentStatus.CHUNKING, stage=STAGE, pages=ready.page_count)
     store = await ctx.resources.store()
-    elements = orjson.loads(await store.get_bytes(ready.elements_key, bucket=ready.bucket))
     chunks = await ctx.resources.pool.run(chunk_elements, elements, timeout_s=600)
     if not chunks:
         raise EmptyDocument(f"{len(elements)} elements but no text to chunk")

@@ -23,7 +23,12 @@ STAGE = "normalize"
 
 
 async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
-    """Normalize one upload and send its PartitionTask."""
+    """Normalize one upload and send its PartitionTask(s).
+
+    A PDF longer than the profile's ``max_pages_per_task`` becomes one task per page
+    range (``part``/``parts``), so several partition workers share one document and
+    each holds only its range in memory.
+    """
     await ctx.emit(event, DocumentStatus.NORMALIZING, stage=STAGE)
     store = await ctx.resources.store()
     profile = get_profile(event.category)
@@ -33,14 +38,20 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
         result = await ctx.resources.pool.run(normalize_file, src, Path(tmp) / "out", profile,
                                               timeout_s=ctx.settings.convert_timeout_s + 30)
         key = event.key
-        if result.converted:
+        if Path(result.path) != src:  # converted to PDF, or a repaired PDF
             key = normalized_key(event.project, event.document_id, event.version, result.filetype)
             await store.put_file(key, result.path, bucket=event.bucket)
-    await ctx.topics.partition_tasks.send(key=event.document_id, value=PartitionTask(
-        document_id=event.document_id, version=event.version, project=event.project,
-        category=event.category, filename=event.filename, bucket=event.bucket,
-        callback_url=event.callback_url, key=key, filetype=result.filetype,
-        page_count=result.page_count or 0))
+    ranges = result.page_ranges if len(result.page_ranges) > 1 else [(0, 0)]
+    for part, (start, end) in enumerate(ranges):
+        # page ranges go round-robin over the topic's partitions, so every partition
+        # worker gets some; a single task follows its key (the document id)
+        partition = part % ctx.settings.topic_partitions if len(ranges) > 1 else None
+        await ctx.topics.partition_tasks.send(key=event.document_id, partition=partition, value=PartitionTask(
+            document_id=event.document_id, version=event.version, project=event.project,
+            category=event.category, filename=event.filename, bucket=event.bucket,
+            callback_url=event.callback_url, key=key, filetype=result.filetype,
+            page_count=result.page_count or 0, page_start=start, page_end=end,
+            part=part, parts=len(ranges)))
 
 
 async def delete_one(ctx: StageContext, event: UploadEvent) -> None:

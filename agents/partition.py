@@ -5,6 +5,8 @@ stores them as JSON in object storage (claim check); the event carries the key.
 """
 from __future__ import annotations
 
+import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from stages.profiles import get_profile
 from topics import PARTITION_TASKS
 
 STAGE = "partition"
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _page_count(elements: list[dict]) -> int:
@@ -28,7 +31,8 @@ def _page_count(elements: list[dict]) -> int:
 
 async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
     """Partition one task (a whole file or one page range) and send ElementsReady."""
-    await ctx.emit(task, DocumentStatus.PARTITIONING, stage=STAGE, pages=task.page_count)
+    if task.part == 0:  # one PARTITIONING per version, however many page ranges
+        await ctx.emit(task, DocumentStatus.PARTITIONING, stage=STAGE, pages=task.page_count)
     store = await ctx.resources.store()
     profile = get_profile(task.category)
     pages = (task.page_start, task.page_end) if task.page_end else None
@@ -43,7 +47,8 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
         document_id=task.document_id, version=task.version, project=task.project,
         category=task.category, filename=task.filename, bucket=task.bucket,
         callback_url=task.callback_url, elements_key=key, element_count=len(elements),
-        page_count=task.page_count or _page_count(elements), part=task.part, parts=task.parts))
+        page_count=task.page_count or _page_count(elements), part=task.part, parts=task.parts,
+        worker=WORKER))
 
 
 def register(app: faust.App, ctx: StageContext) -> None:

@@ -22,6 +22,15 @@ def e2e(corpus: Optional[Path] = typer.Option(None, exists=True, file_okay=False
     bench_e2e(corpus, Console(), keep_running=keep_running)
 
 
+@bench_app.command("scale")
+def scale(pages: int = typer.Option(300, help="pages in the generated PDF"),
+          workers: int = typer.Option(2, help="partition worker processes")) -> None:
+    """A long PDF in page ranges across partition workers: pages/s and peak RSS each."""
+    from bench.scale import bench_scale
+
+    bench_scale(pages, workers, Console())
+
+
 @bench_app.command("embed")
 def embed(repeats: int = typer.Option(2, help="runs per case (best is kept)")) -> None:
     """Chunks/s through Triton vs in-process ONNX Runtime (batch 64/256, 50/300 tokens)."""

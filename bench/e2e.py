@@ -9,7 +9,9 @@ upsert), on the same machine, in the same run:
   upload to the last terminal status.
 - direct: one Python loop calls the stage functions file by file in this process.
 
-Pages: a document's highest element page number (1 for formats without pages).
+Pages: a PDF's page count, else the highest element page number (sheets, slides),
+and at least 1 — the ``pages`` of the processed output, computed the same way on
+both sides.
 Each side is warmed up first with one small document (process-pool start, model
 load), so the figures are steady-state throughput.  The last line printed is
 ``e2e_vs_direct=<pipeline pages/s ÷ direct pages/s>``.
@@ -53,8 +55,8 @@ def corpus_files(corpus: Path) -> list[Path]:
                   if p.is_file() and p.suffix.lower() != ".csv" and not p.name.startswith("."))
 
 
-def _pages(elements: list[dict]) -> int:
-    return max([1] + [e.get("metadata", {}).get("page_number") or 1 for e in elements])
+def _pages(page_count: int | None, elements: list[dict]) -> int:
+    return max([1, page_count or 0] + [e.get("metadata", {}).get("page_number") or 1 for e in elements])
 
 
 async def direct_one(path: Path, project: str, embedder, vectors, run: Run) -> None:
@@ -87,7 +89,7 @@ async def direct_one(path: Path, project: str, embedder, vectors, run: Run) -> N
             for i, (c, v) in enumerate(zip(chunks, vecs))]
     if rows:
         await vectors.upsert(project, rows)
-    run.pages += _pages(elements)
+    run.pages += _pages(norm.page_count, elements)
     run.chunks += len(chunks)
 
 
@@ -112,15 +114,19 @@ async def run_direct(files: list[Path], warmup: Path, settings) -> Run:
         vectors.close()
 
 
-async def _pipeline_pages(document_ids: list[str], settings) -> int:
-    from adapters.metadata import Metadata
+async def _pipeline_pages(done, project: str, settings) -> int:
+    """Pages of completed documents, from their processed output in object storage."""
+    import orjson
 
-    async with Metadata(settings.pg_dsn) as md:
-        total = 0
-        for d in document_ids:
-            row = await md.get_document(d)
-            total += max(1, row["pages"]) if row and row["status"] == "COMPLETED" else 0
-        return total
+    from adapters.object_keys import processed_key
+    from adapters.object_store import ObjectStore
+
+    total = 0
+    async with ObjectStore(settings) as store:
+        for ev in done:
+            body = orjson.loads(await store.get_bytes(processed_key(project, ev.document_id, ev.version)))
+            total += max(1, body.get("pages") or 0)
+    return total
 
 
 def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) -> Run:
@@ -139,7 +145,7 @@ def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) ->
     done = [e for e in outcome.last.values() if e.status == "COMPLETED"]
     run.failed = outcome.count("FAILED") + (len(outcome.results) - len(outcome.last))
     run.chunks = sum(e.chunks_total for e in done)
-    run.pages = asyncio.run(_pipeline_pages([e.document_id for e in done], settings))
+    run.pages = asyncio.run(_pipeline_pages(done, project, settings))
     return run
 
 

@@ -56,11 +56,12 @@ def make_texts(n: int, tokens: int, seed: int = 0) -> list[str]:
     (including [CLS]/[SEP]); capped at 256 by the tokenizer's truncation."""
     rng = random.Random(seed * 1000 + tokens)
     tok = load_tokenizer(pad=False)
+    tok.no_truncation()  # measure the full length (the embedders truncate at 256)
     texts = []
     for i in range(n):
         words = [f"chunk{i}"]
         while True:
-            words.extend(rng.choice(WORDS) for _ in range(8))
+            words.extend(rng.choice(WORDS) for _ in range(4))
             text = " ".join(words)
             if len(tok.encode(text).ids) >= tokens:
                 break

@@ -42,11 +42,15 @@ class PartitionTask(DocumentRef, serializer=codec.CODEC_NAME):
 
 
 class ElementsReady(DocumentRef, serializer=codec.CODEC_NAME):
-    """partition → chunk: element dicts (unstructured ``to_dict``) stored at ``elements_key``."""
+    """partition → chunk: element dicts (unstructured ``to_dict``) stored at ``elements_key``.
+
+    ``worker`` (``host:pid``) names the partition process that produced them.
+    """
 
     elements_key: str
     element_count: int
     page_count: int = 0
     part: int = 0
     parts: int = 1
+    worker: str = ""
     schema_version: int = 1

@@ -50,7 +50,7 @@ class Profile:
     extract_images: bool = True
     max_size_bytes: int = 200 * 1024 * 1024
     timeout_s: float = 600.0
-    max_pages_per_task: int = 50
+    max_pages_per_task: int = 32
     filetypes: frozenset[str] = field(default_factory=lambda: NATIVE_TYPES | CONVERT_ONLY_TYPES)
 
     def __post_init__(self) -> None:

@@ -212,3 +212,25 @@ def generate_samples(out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     return [write_pdf(out_dir / "sample-report.pdf"), write_docx(out_dir / "sample-report.docx"),
             write_html(out_dir / "sample-report.html")]
+
+
+def write_long_pdf(path: Path, pages: int = 300) -> Path:
+    """A born-digital PDF of ``pages`` pages for scale tests: each page has a heading
+    "Section N" and two paragraphs naming the page ("... on page N ..."), so a
+    chunk's true page number can be checked from its text.  Deterministic bytes."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import getSampleStyleSheet
+    from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate
+
+    styles = getSampleStyleSheet()
+    story = []
+    for n in range(1, pages + 1):
+        heading, paragraphs = SECTIONS[n % len(SECTIONS)]
+        story.append(Paragraph(f"Section {n}: {heading}", styles["Heading1"]))
+        story.append(Paragraph(f"This paragraph is printed on page {n} of the long report. "
+                               + paragraphs[0], styles["BodyText"]))
+        story.append(Paragraph(paragraphs[-1], styles["BodyText"]))
+        story.append(PageBreak())
+    SimpleDocTemplate(str(path), pagesize=A4, invariant=1, title=f"Long report ({pages} pages)",
+                      creator="ragstream").build(story)
+    return path

@@ -24,13 +24,15 @@ from streams.settings import get_settings
 DEMO_QUERY = "energy use per megalitre at each treatment plant"
 
 
-def start_worker(log_path: Path, stages: str = "all") -> subprocess.Popen:
-    """Start ``ragstream worker`` as a child process logging to ``log_path``."""
+def start_worker(log_path: Path, stages: str = "all",
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``ragstream worker`` as a child process logging to ``log_path``;
+    ``env`` entries override this process's environment (e.g. RAGSTREAM_* settings)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         [sys.executable, "-m", "streams.cli", "worker", "--stages", stages, "--loglevel", "info"],
         stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
 
 
 def stop_worker(proc: subprocess.Popen, grace_s: float = 20.0) -> None:

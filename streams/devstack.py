@@ -372,6 +372,7 @@ async def _up_one(svc: Service, settings: Settings, deadline: float, deps: dict[
                     f"as {svc.name}; stop it or change the port settings"
                 )
             paths.data.mkdir(parents=True, exist_ok=True)
+            paths.log.parent.mkdir(parents=True, exist_ok=True)  # prepare steps log there too
             if svc.prepare is not None:
                 await svc.prepare(settings, paths)
             pid = _spawn(svc, settings, paths)

@@ -15,7 +15,7 @@ from adapters.object_store import ObjectStore
 from schemas import TERMINAL, DocumentStatus
 from streams.ingest import IngestResult, ingest_file
 from streams.kafka_io import producer, tail_status
-from streams.settings import get_settings
+from streams.settings import Settings, get_settings
 from streams.status_view import documents_table, transition_line
 
 
@@ -31,11 +31,12 @@ def expand(paths: Sequence[Path]) -> list[Path]:
 
 
 async def follow_until_terminal(wanted: dict[str, int], console: Console,
-                                timeout_s: float, since: float = 0.0) -> dict[str, Any]:
+                                timeout_s: float, since: float = 0.0,
+                                settings: Optional[Settings] = None) -> dict[str, Any]:
     """Print transitions of the ``{document_id: version}`` in ``wanted`` until each is
     terminal, ignoring events older than ``since`` (Unix seconds); returns
     ``{document_id: last StatusEvent}``.  Raises TimeoutError."""
-    settings = get_settings()
+    settings = settings or get_settings()
     last: dict[str, Any] = {}
 
     async def _follow() -> None:
@@ -71,10 +72,11 @@ class IngestOutcome:
 async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: str,
                             document_id: Optional[str] = None, force: bool = False,
                             wait: bool = True, timeout_s: float = 900.0,
-                            console: Console) -> IngestOutcome:
+                            console: Console, settings: Optional[Settings] = None) -> IngestOutcome:
     """Ingest files (folders expanded), printing one line per file; with ``wait``,
-    print every status transition of the queued documents until all are terminal."""
-    settings = get_settings()
+    print every status transition of the queued documents until all are terminal.
+    ``settings`` defaults to the process settings (RAGSTREAM_* environment)."""
+    settings = settings or get_settings()
     files = expand(paths)
     if document_id and len(files) != 1:
         raise ValueError("--document-id needs exactly one file")
@@ -95,7 +97,7 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
     if wait and wanted:
         try:
             outcome.last = await follow_until_terminal(wanted, console, timeout_s,
-                                                       since=started - 1.0)
+                                                       since=started - 1.0, settings=settings)
         except asyncio.TimeoutError:
             outcome.timed_out = True
             console.print(f"[red]timed out after {timeout_s:.0f} s waiting for terminal states[/red]")

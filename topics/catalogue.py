@@ -9,7 +9,9 @@ the pipeline::
     permanent failures ─→ dead-letters
 
 All topics are keyed by document id, so one document's events stay in order on one
-partition and a Faust table keyed by document id is co-partitioned with them.
+partition and a Faust table keyed by document id is co-partitioned with them.  One
+exception: the page-range tasks of a split PDF go round-robin over the partitions of
+``partition-tasks`` so that several partition workers share the document.
 """
 from __future__ import annotations
 
