@@ -150,8 +150,41 @@ def _partition_image(path: Path, label: str, profile: Profile, filename: str) ->
         raise OCRUnavailable(f"{label} image needs OCR and tesseract is not installed")
     from unstructured.partition.image import partition_image
 
-    return partition_image(filename=str(path), strategy="ocr_only", metadata_filename=filename,
-                           languages=list(profile.ocr_languages))
+    elements = partition_image(filename=str(path), strategy="ocr_only", metadata_filename=filename,
+                               languages=list(profile.ocr_languages))
+    if profile.extract_tables and elements:
+        elements = _image_tables(path, elements, filename, list(profile.ocr_languages))
+    for el in elements:
+        el.metadata.partition_strategy = "ocr_only"
+    return elements
+
+
+def _image_tables(path: Path, elements: list, filename: str, languages: list[str]) -> list:
+    """Ruled tables recovered from a single-frame image (``stages.table_ocr``) replace
+    the OCR lines they cover; on any error the OCR elements are kept as they are."""
+    from PIL import Image as PILImage
+
+    from stages.pdf_extras import merge_page_items
+    from stages.table_ocr import recover_tables, table_elements
+
+    try:
+        with PILImage.open(path) as image:
+            if getattr(image, "n_frames", 1) > 1:
+                return elements  # multi-page TIFF: page mapping left to unstructured
+            dpi = float((image.info.get("dpi") or (0, 0))[0] or 0)
+            dpi = dpi if 100 <= dpi <= 600 else 200.0  # unknown or screen resolution: assume a scan
+            image.load()
+            found = recover_tables(image, dpi, languages)
+            size = image.size
+    except Exception as exc:  # noqa: BLE001 - tables are a bonus, the OCR text is not
+        log.warning("table recovery failed on image %s: %s", filename, exc)
+        return elements
+    if not found:
+        return elements
+    page = elements[0].metadata.page_number or 1
+    items = table_elements(found, size[0], size[1], page_number=page, filename=filename,
+                           filetype=elements[0].metadata.filetype, languages=languages)
+    return merge_page_items(elements, items)
 
 
 def _empty_reason(path: Path, filetype: str) -> str:

@@ -4,7 +4,12 @@ Per page range: pdfplumber scans every page (text layer? images? ruled tables?),
 unstructured ``fast`` extracts the text layer, pdfplumber's tables replace the loose
 cell elements, sizeable images become Image elements with a PNG payload, and pages
 that have images but no text go to tesseract (``ocr_only``, rendered with pypdfium2)
-when it is installed — otherwise the document fails with the page list.
+when it is installed — otherwise the document fails with the page list.  On OCR'd
+pages, ruled tables are recovered from the image (``stages.table_ocr``: grid from
+the ruling lines, spanning cells, each cell OCR'd) and replace the loose OCR lines.
+
+Every element records how its page was read in ``metadata.partition_strategy``:
+``"fast"`` (text layer) or ``"ocr_only"`` (tesseract on the rendered page).
 """
 from __future__ import annotations
 
@@ -92,8 +97,10 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
         elements = []
         if strategy != "ocr_only" and any(s.text_chars for s in scans):
             elements = _fast(src, first, filename, languages)
+        for el in elements:
+            el.metadata.partition_strategy = "fast"
         if ocr_pages:
-            elements += _ocr(path, ocr_pages, filename, languages, Path(tmp))
+            elements += _ocr(path, ocr_pages, filename, languages, Path(tmp), profile.extract_tables)
     by_page: dict[int, list] = {}
     for el in elements:
         by_page.setdefault(el.metadata.page_number or first, []).append(el)
@@ -143,10 +150,16 @@ def _ocr_dpi(page) -> float:
     return min(max(best, OCR_MIN_DPI), OCR_MAX_DPI)
 
 
-def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tmp: Path) -> list:
-    """OCR each page: render with pypdfium2 (``_ocr_dpi``), then unstructured ``ocr_only`` on the PNG."""
+def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tmp: Path,
+         tables: bool = True) -> list:
+    """OCR each page: render with pypdfium2 (``_ocr_dpi``), then unstructured ``ocr_only``
+    on the PNG; with ``tables``, ruled tables recovered from the same image
+    (``stages.table_ocr``) replace the OCR lines they cover.  Every element gets
+    ``metadata.partition_strategy = "ocr_only"``."""
     import pypdfium2
     from unstructured.partition.image import partition_image
+
+    from stages.pdf_extras import merge_page_items
 
     out = []
     pdf = pypdfium2.PdfDocument(str(path))
@@ -154,13 +167,32 @@ def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tm
         for n in numbers:
             png = tmp / f"page-{n}.png"
             page = pdf[n - 1]
-            page.render(scale=_ocr_dpi(page) / 72).to_pil().save(png)
+            dpi = _ocr_dpi(page)
+            image = page.render(scale=dpi / 72).to_pil()
+            image.save(png)
             page.close()
             els = partition_image(filename=str(png), strategy="ocr_only", starting_page_number=n,
                                   metadata_filename=filename, languages=languages)
+            if tables:
+                els = merge_page_items(els, _ocr_tables(image, dpi, n, filename, languages))
             for el in els:
                 el.metadata.filetype = "application/pdf"
+                el.metadata.partition_strategy = "ocr_only"
             out += els
     finally:
         pdf.close()
     return out
+
+
+def _ocr_tables(image, dpi: float, number: int, filename: str, languages: list[str]) -> list:
+    """Table elements recovered from a rendered page image; [] when none or on any error
+    (table recovery never fails a page)."""
+    from stages.table_ocr import recover_tables, table_elements
+
+    try:
+        found = recover_tables(image, dpi, languages)
+    except Exception as exc:  # noqa: BLE001 - tables are a bonus, the OCR text is not
+        log.warning("table recovery failed on scanned page %d of %s: %s", number, filename, exc)
+        return []
+    return table_elements(found, image.width, image.height, page_number=number, filename=filename,
+                          filetype="application/pdf", languages=languages)

@@ -6,6 +6,7 @@
     ragstream status [DOC] [--follow]   the status projection, or tail the changelog
     ragstream search "query"            top-k chunks with text, document and page
     ragstream partition FILE            elements of one file as JSON lines
+    ragstream eval tables PDF TRUTH.csv cell accuracy of recovered tables
     ragstream demo                      the whole thing on generated sample documents
 """
 from __future__ import annotations
@@ -34,6 +35,9 @@ def _mount() -> None:
 
     app.add_typer(dev_app, name="dev")
     app.add_typer(bench_app, name="bench")
+    from streams.eval_cli import eval_app
+
+    app.add_typer(eval_app, name="eval")  # ragstream eval tables PDF TRUTH.csv
     from streams.api_cli import mount as mount_api
 
     mount_api(app)  # ragstream api, ragstream apikey
