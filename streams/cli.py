@@ -60,6 +60,20 @@ def worker(stages: str = typer.Option("all", help="comma-separated stages, or 'a
     run_worker(chosen, loglevel=loglevel)
 
 
+triton_app = typer.Typer(help="The local Triton Inference Server (model repository in triton/).",
+                         no_args_is_help=True)
+app.add_typer(triton_app, name="triton")
+
+
+@triton_app.command("serve")
+def triton_serve() -> None:
+    """Run tritonserver in the foreground on 127.0.0.1 (ports from settings); SIGTERM
+    stops it and its Python-backend stubs."""
+    from streams.triton_server import serve
+
+    raise typer.Exit(serve(get_settings()))
+
+
 @app.command()
 def topics() -> None:
     """Create the catalogue's topics on the broker (idempotent)."""
@@ -103,8 +117,10 @@ def search(query: str, project: str = typer.Option("default", "--project", "-p")
     from streams.ingest_cli import print_hits
     from streams.search import search as run_search
 
-    hits = asyncio.run(run_search(query, project=project, k=k, settings=get_settings()))
-    print_hits(hits, console)
+    result = asyncio.run(run_search(query, project=project, k=k, settings=get_settings()))
+    print_hits(result.hits, console)
+    console.print("reranked by the cross-encoder" if result.reranked
+                  else f"not reranked ({result.fallback_reason}): reciprocal rank fusion of dense + lexical")
 
 
 @app.command()

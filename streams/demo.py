@@ -29,8 +29,11 @@ def start_worker(log_path: Path, stages: str = "all",
     """Start ``ragstream worker`` as a child process logging to ``log_path``;
     ``env`` entries override this process's environment (e.g. RAGSTREAM_* settings)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    # the console script, not `python -m`: -m puts the repo root on sys.path, where the
+    # model repository folder triton/ would shadow the `triton` package torch probes for
     return subprocess.Popen(
-        [sys.executable, "-m", "streams.cli", "worker", "--stages", stages, "--loglevel", "info"],
+        [str(Path(sys.executable).with_name("ragstream")), "worker", "--stages", stages,
+         "--loglevel", "info"],
         stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
 
@@ -85,8 +88,11 @@ def run_demo(project: str, keep_running: bool, console: Console) -> int:
         if worker.poll() is not None:
             console.print(f"[red]worker exited with {worker.returncode}; see its log[/red]")
         console.rule(f"search: {DEMO_QUERY!r}")
-        hits = asyncio.run(search(DEMO_QUERY, project=project, k=3, settings=settings))
+        result = asyncio.run(search(DEMO_QUERY, project=project, k=3, settings=settings))
+        hits = result.hits
         print_hits(hits, console)
+        console.print("reranked by the cross-encoder" if result.reranked
+                      else f"not reranked ({result.fallback_reason}): RRF of dense + lexical rankings")
         console.print(f"demo took {time.time() - t0:.1f} s")
     finally:
         stop_worker(worker)

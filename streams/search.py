@@ -1,17 +1,63 @@
-"""Semantic search over a project's chunks: embed the query, search Milvus."""
+"""Semantic search over a project's chunks, with reranking.
+
+1. Dense retrieval: embed the query, take the top ``max(4k, 20)`` chunks from Milvus.
+2. A lexical ranking of those candidates (query-term overlap, IDF-weighted within
+   the candidate set).
+3. The cross-encoder reranker on Triton orders the candidates when its weights are
+   configured and it answers within its deadline; otherwise reciprocal rank fusion
+   (score = Σ 1/(60 + rank)) of the dense and lexical rankings does, and the result
+   says it was not reranked and why.
+"""
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from adapters.vector_store import VectorStore
 from streams.settings import Settings
 
+TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class SearchResult:
+    """``hits`` best first (Milvus fields + ``score``: cross-encoder logit when
+    ``reranked``, else RRF score; ``dense_score``: cosine); ``fallback_reason`` when
+    not reranked."""
+
+    hits: list[dict[str, Any]]
+    reranked: bool
+    fallback_reason: str | None = None
+    candidates: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def lexical_ranking(query: str, candidates: list[dict[str, Any]]) -> list[str]:
+    """Candidate chunk ids by IDF-weighted query-term overlap (ties: dense order)."""
+    terms = {t.lower() for t in TOKEN.findall(query)}
+    docs = [{t.lower() for t in TOKEN.findall(c["text"])} for c in candidates]
+    n = len(docs)
+    idf = {t: math.log(1 + n / (1 + sum(t in d for d in docs))) for t in terms}
+    scored = [(sum(idf[t] for t in terms if t in d), -i, c["chunk_id"])
+              for i, (c, d) in enumerate(zip(candidates, docs))]
+    return [cid for *_, cid in sorted(scored, reverse=True)]
+
+
+def reranker_weights_present(settings: Settings) -> bool:
+    """True when the cross-encoder's weights exist (triton/export_reranker.py)."""
+    root = Path(settings.reranker_dir) if settings.reranker_dir else \
+        Path(__file__).resolve().parents[1] / "triton" / "reranker" / "1"
+    return (root / "model.onnx").is_file()
+
 
 async def search(query: str, *, project: str, k: int, settings: Settings,
-                 embedder=None) -> list[dict[str, Any]]:
-    """Top-``k`` chunks for ``query``: dicts with text, document_id, version,
-    page_number, filename, element_types and ``score`` (cosine similarity, -1..1)."""
+                 embedder=None, rerank_results: bool = True) -> SearchResult:
+    """Top-``k`` chunks for ``query`` in ``project`` (see the module docstring)."""
     from adapters.embedder import create_embedder
+    from adapters.reranker import TritonReranker, rerank
 
     own = embedder is None
     embedder = embedder or create_embedder(settings)
@@ -22,6 +68,25 @@ async def search(query: str, *, project: str, k: int, settings: Settings,
             await embedder.close()
     store = VectorStore(settings.milvus_uri)
     try:
-        return await store.search(project, vector.tolist(), k=k)
+        candidates = await store.search(project, vector.tolist(), k=max(4 * k, 20))
     finally:
         store.close()
+    if not candidates:
+        return SearchResult([], False, "no candidates")
+    by_id = {c["chunk_id"]: c for c in candidates}
+    for c in candidates:
+        c["dense_score"] = c["score"]
+    rankings = [[c["chunk_id"] for c in candidates], lexical_ranking(query, candidates)]
+    reranker = None
+    if rerank_results and reranker_weights_present(settings):
+        reranker = TritonReranker.from_settings(settings)
+    try:
+        result = await rerank(query, rankings, {i: c["text"] for i, c in by_id.items()}, reranker,
+                              deadline_s=settings.reranker_timeout_s, top_k=k)
+    finally:
+        if reranker is not None and hasattr(reranker, "close"):
+            await reranker.close()
+    hits = []
+    for cid, score in zip(result.ids, result.scores):
+        hits.append({**by_id[cid], "score": float(score)})
+    return SearchResult(hits, result.reranked, result.fallback_reason, len(candidates))

@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     triton_grpc_port: int = 18001
     triton_metrics_port: int = 18002
     # "triton" (gRPC to tritonserver) or "onnx" (in-process ONNX Runtime fallback)
-    embedder: str = "onnx"
+    embedder: str = "triton"
     # in-process ONNX embedder: model file (None = triton/embedder/1/model.onnx,
     # exported on first use), ONNX Runtime intra-op threads (0 = one per core),
     # truncation in word pieces (all-MiniLM-L6-v2 max_seq_length = 256)

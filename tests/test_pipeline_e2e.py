@@ -61,7 +61,7 @@ def test_samples_flow_to_milvus_with_every_transition(stack, worker, samples, pr
     # PDF chunks keep true page numbers; a search finds the table with its page
     pages = {c["page_number"] for c in body["chunks"]}
     assert len(pages) >= 2 and min(pages) >= 1
-    hits = run(search("energy use per megalitre West Hollow", project=project, k=5, settings=stack))
+    hits = run(search("energy use per megalitre West Hollow", project=project, k=5, settings=stack)).hits
     assert hits and all(h["project"] == project for h in hits)
     assert any("West Hollow" in h["text"] for h in hits)
 
