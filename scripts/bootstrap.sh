@@ -34,6 +34,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The Triton server's own environment (.venv-triton: nvidia-pytriton pins numpy<2).
+bash triton/setup_server_env.sh
+
 # Build the embedding model (ONNX, pooling + normalisation in the graph) once.
 .venv/bin/python -c "from adapters.embedder import DEFAULT_ONNX_PATH as p, export_onnx; p.exists() or export_onnx(p)"
 echo "bootstrap: ready"
