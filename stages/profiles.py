@@ -1,9 +1,10 @@
 """Processing profiles: how a document category is normalized and partitioned.
 
 A profile is chosen by the upload's ``category``; ``DEFAULT_PROFILES`` holds the
-built-in ones (a later issue stores profiles in PostgreSQL; ``Profile.to_dict`` /
-``Profile.from_dict`` are the row format).  ``get_profile(category)`` falls back to
-``"default"`` for an unknown category.
+built-in ones; ``adapters.profiles_store`` keeps them in PostgreSQL
+(``pipeline_profiles``, seeded from ``DEFAULT_PROFILES``; its ``load_profile`` reads
+them with a short cache).  ``Profile.to_dict`` / ``Profile.from_dict`` are the row
+format.  ``get_profile(category)`` falls back to ``"default"`` for an unknown category.
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ class Profile:
         ocr_languages: tesseract language codes, e.g. ``("eng",)``.
         extract_tables: recover PDF tables (pdfplumber) as Table elements with HTML.
         extract_images: add PDF images as Image elements with a PNG payload.
+        use_vlm: let the enhance stage summarise tables/images with the configured
+            vision-language model (when one is configured; otherwise the
+            deterministic text rendering is used either way).
         max_size_bytes: larger files are rejected (TooLarge).
         timeout_s: budget for a conversion and for one partition call.
         max_pages_per_task: normalize suggests page ranges of at most this many pages.
@@ -48,6 +52,7 @@ class Profile:
     ocr_languages: tuple[str, ...] = ("eng",)
     extract_tables: bool = True
     extract_images: bool = True
+    use_vlm: bool = True
     max_size_bytes: int = 200 * 1024 * 1024
     timeout_s: float = 600.0
     max_pages_per_task: int = 32

@@ -7,6 +7,7 @@
     ragstream search "query"            top-k chunks with text, document and page
     ragstream partition FILE            elements of one file as JSON lines
     ragstream eval tables PDF TRUTH.csv cell accuracy of recovered tables
+    ragstream profiles list|set|delete  category profiles in PostgreSQL
     ragstream demo                      the whole thing on generated sample documents
 """
 from __future__ import annotations
@@ -38,6 +39,9 @@ def _mount() -> None:
     from streams.eval_cli import eval_app
 
     app.add_typer(eval_app, name="eval")  # ragstream eval tables PDF TRUTH.csv
+    from streams.profiles_cli import profiles_app
+
+    app.add_typer(profiles_app, name="profiles")  # ragstream profiles list|set|delete
     from streams.api_cli import mount as mount_api
 
     mount_api(app)  # ragstream api, ragstream apikey
