@@ -29,7 +29,10 @@ datadir.mkdir(parents=True, exist_ok=True)
 app = faust.App(f"probe-{topic_name}", broker=f"kafka://{settings.kafka_bootstrap}",
                 store="memory://", topic_partitions=1, web_enabled=False, autodiscover=False,
                 datadir=str(datadir),
-                consumer_auto_offset_reset="earliest", **broker_quirks.faust_settings())
+                consumer_auto_offset_reset="earliest",
+                # linger 50 ms so that, without the workaround, changelog writes really
+                # are batched (otherwise batching depends on timing and load)
+                producer_linger=0.05, **broker_quirks.faust_settings())
 table = app.Table("counts", default=int, partitions=1)
 source = app.topic(topic_name, partitions=1, key_type=str, value_type=str,
                    key_serializer="raw", value_serializer="raw")
