@@ -37,3 +37,19 @@ def embed(repeats: int = typer.Option(2, help="runs per case (best is kept)")) -
     from bench.embed import bench_embed
 
     bench_embed(repeats=repeats)
+
+
+@bench_app.command("parse")
+def parse(corpus: Path = typer.Option(..., exists=True, file_okay=False, help="folder of documents"),
+          strategies: str = typer.Option("fast,ocr_only,hi_res,auto", help="comma-separated strategies"),
+          pdf_only: bool = typer.Option(False, "--pdf-only", help="only *.pdf files"),
+          detail: bool = typer.Option(False, "--detail", help="one line per file and strategy")) -> None:
+    """Pages/s of each partition strategy (fast, ocr_only, hi_res, auto) on CORPUS, same run."""
+    from bench.parse import bench_parse
+
+    try:
+        bench_parse(corpus, Console(width=160), [s.strip() for s in strategies.split(",") if s.strip()],
+                    pdf_only=pdf_only, detail=detail)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
