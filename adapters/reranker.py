@@ -99,7 +99,7 @@ class TritonReranker:
     @classmethod
     def from_settings(cls, settings) -> "TritonReranker":
         """From ``triton_grpc_port``, ``reranker_model``, ``reranker_timeout_s``."""
-        return cls(f"127.0.0.1:{settings.triton_grpc_port}", settings.reranker_model,
+        return cls(f"{settings.triton_host}:{settings.triton_grpc_port}", settings.reranker_model,
                    timeout_s=settings.reranker_timeout_s)
 
     async def score(self, query: str, passages: Sequence[str]) -> np.ndarray:

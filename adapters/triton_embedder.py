@@ -112,7 +112,7 @@ class TritonEmbedder:
         """From ``triton_grpc_port``, ``triton_embed_model``, ``triton_timeout_s``,
         ``triton_retry_s`` (see streams/settings.py)."""
         return cls(
-            f"127.0.0.1:{settings.triton_grpc_port}",
+            f"{settings.triton_host}:{settings.triton_grpc_port}",
             settings.triton_embed_model,
             timeout_s=settings.triton_timeout_s,
             retry_s=settings.triton_retry_s,

@@ -16,6 +16,7 @@ from tenacity import AsyncRetrying, retry_if_not_exception_type, stop_after_atte
 from schemas import DeadLetter, DocumentStatus, status_event
 from stages.errors import DocumentError
 from stages.pool import StageTimeout, WorkerCrashed
+from streams.metrics import STAGE_EVENTS, STAGE_SECONDS
 from streams.bound_topics import BoundTopics
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ async def run_guarded(topics: BoundTopics, *, stage: str, source_topic: str, eve
     only returns False (the caller decides, e.g. retrying a batch per document).
     """
     attempts = 0
+    started = time.perf_counter()
     try:
         async for attempt in AsyncRetrying(
             stop=stop_after_attempt(ATTEMPTS), wait=wait_exponential(multiplier=0.5, max=10),
@@ -61,9 +63,14 @@ async def run_guarded(topics: BoundTopics, *, stage: str, source_topic: str, eve
         ):
             with attempt:
                 attempts += 1
+                if attempts > 1:
+                    STAGE_EVENTS.labels(stage, "retried").inc()
                 await work()
+        STAGE_EVENTS.labels(stage, "ok").inc()
+        STAGE_SECONDS.labels(stage).observe(time.perf_counter() - started)
         return True
     except Exception as exc:  # noqa: BLE001 — every failure becomes a FAILED document
+        STAGE_EVENTS.labels(stage, "failed").inc()
         if not fail:
             log.warning("%s batch failed (%s); retrying per document", stage, exc)
             return False

@@ -16,7 +16,7 @@ from agents.context import StageContext
 from agents.failures import run_guarded
 from schemas import DELETE, DocumentStatus, PartitionTask, UploadEvent
 from stages.normalize import normalize_file
-from stages.profiles import get_profile
+from adapters.profiles_store import load_profile
 from topics import UPLOADS
 
 STAGE = "normalize"
@@ -31,7 +31,7 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     """
     await ctx.emit(event, DocumentStatus.NORMALIZING, stage=STAGE)
     store = await ctx.resources.store()
-    profile = get_profile(event.category)
+    profile = await load_profile(event.category, ctx.settings.pg_dsn)
     with tempfile.TemporaryDirectory(prefix="ragstream-normalize-") as tmp:
         src = await store.download(event.key, Path(tmp) / Path(event.filename).name,
                                    bucket=event.bucket)

@@ -18,7 +18,7 @@ from agents.context import StageContext
 from agents.failures import run_guarded
 from schemas import DocumentStatus, ElementsReady, PartitionTask
 from stages.partition import partition_file
-from stages.profiles import get_profile
+from adapters.profiles_store import load_profile
 from topics import PARTITION_TASKS
 
 STAGE = "partition"
@@ -34,7 +34,7 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
     if task.part == 0:  # one PARTITIONING per version, however many page ranges
         await ctx.emit(task, DocumentStatus.PARTITIONING, stage=STAGE, pages=task.page_count)
     store = await ctx.resources.store()
-    profile = get_profile(task.category)
+    profile = await load_profile(task.category, ctx.settings.pg_dsn)
     pages = (task.page_start, task.page_end) if task.page_end else None
     with tempfile.TemporaryDirectory(prefix="ragstream-partition-") as tmp:
         path = await store.download(task.key, Path(tmp) / f"input.{task.filetype}", bucket=task.bucket)

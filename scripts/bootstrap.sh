@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
-APT_PACKAGES=(libmagic1 postgresql tesseract-ocr tesseract-ocr-eng poppler-utils chromium)
+APT_PACKAGES=(libmagic1 postgresql tesseract-ocr tesseract-ocr-eng poppler-utils chromium
+              libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

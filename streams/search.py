@@ -1,6 +1,9 @@
 """Semantic search over a project's chunks, with reranking.
 
-1. Dense retrieval: embed the query, take the top ``max(4k, 20)`` chunks from Milvus.
+1. Dense retrieval: embed the query (Triton's ``embedder_online`` model: max batch
+   32, 2 ms queue delay, with a short deadline; the in-process ONNX embedder — the
+   same graph, cosine ≥ 0.999999 — when Triton does not answer), take the top
+   ``max(4k, 20)`` chunks from Milvus.
 2. A lexical ranking of those candidates (query-term overlap, IDF-weighted within
    the candidate set).
 3. The cross-encoder reranker on Triton orders the candidates when its weights are
@@ -53,19 +56,37 @@ def reranker_weights_present(settings: Settings) -> bool:
     return (root / "model.onnx").is_file()
 
 
+QUERY_DEADLINE_S = 2.0  # online embedding of one query through Triton
+
+
+async def embed_query(query: str, settings: Settings) -> tuple[Any, str]:
+    """The query's vector (float32 (384,), L2-normalised) and which embedder made it:
+    ``"triton"`` or ``"onnx"`` (configured, or the fallback when Triton failed)."""
+    from adapters.embedder import OnnxEmbedder
+    from adapters.triton_embedder import TritonEmbedder
+
+    if settings.embedder == "triton":
+        online = TritonEmbedder(f"{settings.triton_host}:{settings.triton_grpc_port}",
+                                "embedder_online", timeout_s=QUERY_DEADLINE_S, retry_s=0.0)
+        try:
+            return (await online.embed([query]))[0], "triton"
+        except Exception:  # noqa: BLE001 — any Triton failure: embed in process instead
+            pass
+        finally:
+            await online.close()
+    local = OnnxEmbedder(settings.embedder_onnx_path, max_tokens=settings.embedder_max_tokens)
+    try:
+        return (await local.embed([query]))[0], "onnx"
+    finally:
+        await local.close()
+
+
 async def search(query: str, *, project: str, k: int, settings: Settings,
-                 embedder=None, rerank_results: bool = True) -> SearchResult:
+                 rerank_results: bool = True) -> SearchResult:
     """Top-``k`` chunks for ``query`` in ``project`` (see the module docstring)."""
-    from adapters.embedder import create_embedder
     from adapters.reranker import TritonReranker, rerank
 
-    own = embedder is None
-    embedder = embedder or create_embedder(settings)
-    try:
-        vector = (await embedder.embed([query]))[0]
-    finally:
-        if own:
-            await embedder.close()
+    vector, query_embedder = await embed_query(query, settings)
     store = VectorStore(settings.milvus_uri)
     try:
         candidates = await store.search(project, vector.tolist(), k=max(4 * k, 20))
@@ -89,4 +110,5 @@ async def search(query: str, *, project: str, k: int, settings: Settings,
     hits = []
     for cid, score in zip(result.ids, result.scores):
         hits.append({**by_id[cid], "score": float(score)})
-    return SearchResult(hits, result.reranked, result.fallback_reason, len(candidates))
+    return SearchResult(hits, result.reranked, result.fallback_reason, len(candidates),
+                        {"query_embedder": query_embedder, "latency_s": result.latency_s})

@@ -41,7 +41,8 @@ class Settings(BaseSettings):
     # Milvus (Milvus Lite server in the embedded stack)
     milvus_uri: str = "http://127.0.0.1:19530"
 
-    # Triton inference server
+    # Triton inference server (the embedded stack serves it on 127.0.0.1)
+    triton_host: str = "127.0.0.1"
     triton_http_port: int = 18000
     triton_grpc_port: int = 18001
     triton_metrics_port: int = 18002
@@ -70,6 +71,9 @@ class Settings(BaseSettings):
     reranker_dir: Path | None = None
     reranker_model: str = "reranker"
     reranker_timeout_s: float = 2.0
+
+    # workers serve Prometheus /metrics on 127.0.0.1:metrics_port (0 = off)
+    metrics_port: int = 0
 
     # pipeline
     embed_max_batch: int = 64

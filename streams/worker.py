@@ -12,6 +12,7 @@ import os
 from typing import Sequence
 
 from streams.app import STAGES, create_app
+from streams.metrics import serve_metrics
 from streams.settings import get_settings
 from topics.admin import ensure_topics
 
@@ -24,6 +25,7 @@ def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info") -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     settings = get_settings()
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+    serve_metrics(settings.metrics_port)
     asyncio.set_event_loop(asyncio.new_event_loop())
     app = create_app(stages, settings)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)

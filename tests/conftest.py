@@ -32,6 +32,7 @@ TEST_ENV = {
 for _k, _v in TEST_ENV.items():
     os.environ.setdefault(_k, _v)
 
+WORKER_METRICS_PORT = 29100
 CORPUS = ROOT.parent / "shared" / "corpus"
 OUTPUT = ROOT / "test-output"
 
@@ -68,7 +69,8 @@ def worker(stack):
     """One all-stages worker process for the session (log: .ragstream-test/logs)."""
     from streams.demo import start_worker, stop_worker
 
-    proc = start_worker(stack.data_dir / "logs" / "worker.log")
+    proc = start_worker(stack.data_dir / "logs" / "worker.log",
+                        env={"RAGSTREAM_METRICS_PORT": str(WORKER_METRICS_PORT)})
     time.sleep(2)
     assert proc.poll() is None, "worker exited at start; see .ragstream-test/logs/worker.log"
     yield proc

@@ -18,7 +18,7 @@ from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-N_PORTS = 12  # broker, postgres, milvus, then s3 API + 8 internal SeaweedFS ports
+N_PORTS = 15  # broker, postgres, milvus, s3 API + 8 internal SeaweedFS ports, 3 Triton
 
 
 def _free_port_block(n: int) -> int:
@@ -70,6 +70,9 @@ def stack_settings():
         pg_dsn=f"postgresql://ragstream@127.0.0.1:{base + 1}/ragstream",
         milvus_uri=f"http://127.0.0.1:{base + 2}",
         s3_endpoint=f"http://127.0.0.1:{base + 3}",
+        triton_http_port=base + 12,
+        triton_grpc_port=base + 13,
+        triton_metrics_port=base + 14,
     )
     yield settings
     try:
@@ -161,7 +164,7 @@ async def test_devstack_up_round_trips_down(stack_settings: Settings) -> None:
     t0 = time.monotonic()
     started = await devstack.up_async(settings, timeout_s=180)
     print(f"devstack up took {time.monotonic() - t0:.1f}s")
-    assert set(started) == {"s3", "broker", "postgres", "milvus"}
+    assert set(started) == {"s3", "broker", "postgres", "milvus", "triton"}
     assert all(st.healthy and st.pid and st.detail == "started" for st in started.values())
     for name in started:
         assert (settings.data_dir / "logs" / f"{name}.log").exists()

@@ -4,12 +4,15 @@ nothing is lost, and every document completes once Triton is back."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 
+import httpx
 import pytest
 from rich.console import Console
 
-from tests.conftest import run
+from tests.conftest import ROOT, WORKER_METRICS_PORT, ingest, run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,3 +45,34 @@ def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, pro
     assert not outcome.timed_out
     assert {e.status for e in outcome.last.values()} == {"COMPLETED"}, outcome.last
     assert len(outcome.last) == len(files)
+    # the worker's /metrics show the retries and the batches that went through
+    metrics = httpx.get(f"http://127.0.0.1:{WORKER_METRICS_PORT}/metrics", timeout=10).text
+    retries = [l for l in metrics.splitlines() if l.startswith("ragstream_triton_retries_total")]
+    assert retries and float(retries[0].split()[-1]) > 0, retries
+    assert "ragstream_triton_batch_size_bucket" in metrics
+    assert 'ragstream_stage_events_total{stage="embed",outcome="ok"}' in metrics
+
+
+def test_search_without_triton_falls_back_within_its_deadline(stack, worker, tmp_path, project):
+    """With Triton stopped, search still answers: the query is embedded in process and
+    the candidates are ordered by RRF, flagged as not reranked, within the deadline."""
+    from stages.samples import generate_samples
+    from streams import devstack
+    from streams.search import search
+
+    outcome = ingest(generate_samples(tmp_path)[:1], project)
+    assert {e.status for e in outcome.last.values()} == {"COMPLETED"}
+    weights = tmp_path / "reranker"
+    subprocess.run([sys.executable, str(ROOT / "triton" / "export_reranker.py"), "--tiny-random",
+                    "--output-dir", str(weights)], check=True, capture_output=True, timeout=300)
+    settings = stack.model_copy(update={"reranker_dir": weights})
+    devstack.down(stack, names=["triton"])
+    try:
+        t0 = time.perf_counter()
+        result = run(search("plant energy use", project=project, k=3, settings=settings))
+        elapsed = time.perf_counter() - t0
+    finally:
+        devstack.up(stack, names=["triton"])
+    assert result.hits and not result.reranked and result.fallback_reason
+    assert result.extra["query_embedder"] == "onnx"
+    assert elapsed < 30, elapsed  # query deadline 2 s + reranker deadline 2 s + model load

@@ -188,7 +188,7 @@ async def readiness(state: ApiState) -> dict[str, dict[str, Any]]:
 
     async def triton() -> None:
         async with httpx.AsyncClient(timeout=4.0, trust_env=False) as client:
-            r = await client.get(f"http://127.0.0.1:{s.triton_http_port}/v2/health/ready")
+            r = await client.get(f"http://{s.triton_host}:{s.triton_http_port}/v2/health/ready")
             r.raise_for_status()
 
     names = {"broker": broker(), "database": database(), "object_store": object_store(),

@@ -1,0 +1,20 @@
+"""Prometheus metrics of the pipeline stages (one registry per process).
+
+Workers serve them on ``RAGSTREAM_METRICS_PORT`` (127.0.0.1; 0 = off); the Triton
+client's own metrics (``ragstream_triton_*``) are in the same registry.
+"""
+from __future__ import annotations
+
+from prometheus_client import Counter, Histogram, start_http_server
+
+STAGE_EVENTS = Counter("ragstream_stage_events_total",
+                       "Events (or batches) handled per stage, by outcome (ok / failed / retried)",
+                       ["stage", "outcome"])
+STAGE_SECONDS = Histogram("ragstream_stage_seconds", "Wall time of one stage call, in seconds",
+                          ["stage"], buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+
+
+def serve_metrics(port: int) -> None:
+    """Serve /metrics on 127.0.0.1:``port`` from a background thread (0: do nothing)."""
+    if port:
+        start_http_server(port, addr="127.0.0.1")
