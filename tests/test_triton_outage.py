@@ -50,7 +50,7 @@ def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, pro
     retries = [l for l in metrics.splitlines() if l.startswith("ragstream_triton_retries_total")]
     assert retries and float(retries[0].split()[-1]) > 0, retries
     assert "ragstream_triton_batch_size_bucket" in metrics
-    assert 'ragstream_stage_events_total{stage="embed",outcome="ok"}' in metrics
+    assert 'ragstream_stage_events_total{outcome="ok",stage="embed"}' in metrics
 
 
 def test_search_without_triton_falls_back_within_its_deadline(stack, worker, tmp_path, project):
