@@ -69,15 +69,18 @@ class ObjectStore:
         await self.client.upload_file(str(path), bucket or self.bucket, key,
                                       ExtraArgs={"ContentType": content_type})
 
-    async def get_bytes(self, key: str, bucket: Optional[str] = None) -> bytes:
-        """Read a whole object.  Raises ObjectNotFound."""
+    async def _get_object(self, key: str, bucket: Optional[str]) -> dict:
+        """GetObject, with a missing key raised as ObjectNotFound."""
         try:
-            resp = await self.client.get_object(Bucket=bucket or self.bucket, Key=key)
+            return await self.client.get_object(Bucket=bucket or self.bucket, Key=key)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
                 raise ObjectNotFound(f"s3://{bucket or self.bucket}/{key}") from exc
             raise
-        body = resp["Body"]
+
+    async def get_bytes(self, key: str, bucket: Optional[str] = None) -> bytes:
+        """Read a whole object.  Raises ObjectNotFound."""
+        body = (await self._get_object(key, bucket))["Body"]
         try:
             return await body.read()
         finally:
@@ -85,14 +88,8 @@ class ObjectStore:
 
     async def download(self, key: str, dest: Path, bucket: Optional[str] = None) -> Path:
         """Stream an object to ``dest`` (no whole-file buffering).  Raises ObjectNotFound."""
-        try:
-            resp = await self.client.get_object(Bucket=bucket or self.bucket, Key=key)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise ObjectNotFound(f"s3://{bucket or self.bucket}/{key}") from exc
-            raise
+        body = (await self._get_object(key, bucket))["Body"]
         dest.parent.mkdir(parents=True, exist_ok=True)
-        body = resp["Body"]
         try:
             with open(dest, "wb") as fh:
                 async for chunk in body.iter_chunks(CHUNK_BYTES):
