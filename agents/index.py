@@ -29,8 +29,14 @@ def _row(chunk: EmbeddedChunk) -> dict:
 
 
 async def complete_if_done(ctx: StageContext, chunk: EmbeddedChunk) -> None:
-    """Complete ``chunk``'s version when all its chunks are indexed (once)."""
+    """Complete ``chunk``'s version when all its chunks are indexed (once); if the
+    document was deleted meanwhile, remove its chunks again instead."""
     metadata = await ctx.resources.metadata()
+    row = await metadata.get_document(chunk.document_id)
+    if row and row["status"] == "DELETED" and row["version"] >= chunk.version:
+        # deleted while this version was in flight: drop what was just indexed
+        await ctx.resources.vectors.delete_document(chunk.project, chunk.document_id)
+        return
     if await metadata.is_completed(chunk.document_id, chunk.version):
         return
     stored = await ctx.resources.vectors.count(chunk.project, chunk.document_id, chunk.version)
