@@ -77,6 +77,7 @@ def run_demo(project: str, keep_running: bool, console: Console) -> int:
     devstack.up(settings)
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
     worker = start_worker(settings.data_dir / "logs" / "worker.log")
+    completed, failed, hits, samples = 0, 0, [], []
     try:
         console.rule("ingesting sample documents")
         samples = generate_samples(settings.data_dir / "samples")
@@ -94,6 +95,9 @@ def run_demo(project: str, keep_running: bool, console: Console) -> int:
         console.print("reranked by the cross-encoder" if result.reranked
                       else f"not reranked ({result.fallback_reason}): RRF of dense + lexical rankings")
         console.print(f"demo took {time.time() - t0:.1f} s")
+    except Exception:  # noqa: BLE001 — show it, then still end with the JSON summary
+        console.print_exception()
+        hits, samples = [], samples or [None]
     finally:
         stop_worker(worker)
         if not keep_running:
