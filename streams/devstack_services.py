@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import json
+import logging
 import os
 import pwd
 import shutil
@@ -201,10 +202,14 @@ async def _broker_health(settings: Settings) -> None:
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=5000)
+    kafka_log = logging.getLogger("aiokafka")
+    level = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)  # "Unable connect" while the broker starts is expected
     try:
         await admin.start()
         await admin.list_topics()
     finally:
+        kafka_log.setLevel(level)
         await admin.close()
 
 

@@ -47,7 +47,7 @@ async def follow_until_terminal(wanted: dict[str, int], console: Console,
             if prev is not None and prev.seq >= ev.seq:
                 continue
             last[ev.document_id] = ev
-            console.print(transition_line(ev), highlight=False)
+            console.print(transition_line(ev), highlight=False, soft_wrap=True)
             if all(d in last and DocumentStatus(last[d].status) in TERMINAL for d in wanted):
                 return
 
@@ -92,7 +92,8 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
                                     force=force)
             outcome.results.append(res)
             verb = "queued" if res.queued else f"skipped ({res.reason})"
-            console.print(f"{verb:>18}  {res.document_id}  v{res.version}  {f}", highlight=False)
+            console.print(f"{verb:>18}  {res.document_id}  v{res.version}  {f}", highlight=False,
+                          soft_wrap=True)
     wanted = {r.document_id: r.version for r in outcome.results if r.queued}
     if wait and wanted:
         try:
@@ -131,7 +132,7 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
         async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
             if (document and ev.document_id != document) or (project and ev.project != project):
                 continue
-            console.print(transition_line(ev), highlight=False)
+            console.print(transition_line(ev), highlight=False, soft_wrap=True)
         return
     async with Metadata(settings.pg_dsn) as metadata:
         await metadata.migrate()

@@ -131,6 +131,9 @@ def prepare_backends(layout: TritonLayout) -> Path:
     return layout.backends
 
 
+_WARNED_NO_RERANKER: set[Path] = set()
+
+
 def ensure_models(repository: Path, models: Sequence[str], reranker_dir: Path | None = None) -> list[str]:
     """Export the embedder into ``repository`` when its ONNX file is missing (with this
     interpreter, which needs torch) and return the models that can load: the
@@ -147,8 +150,10 @@ def ensure_models(repository: Path, models: Sequence[str], reranker_dir: Path | 
         elif name == "reranker":
             rdir = Path(reranker_dir) if reranker_dir else repository / "reranker" / "1"
             if not (rdir / "model.onnx").exists():
-                print(f"triton: no reranker weights in {rdir}; not loading 'reranker' "
-                      "(search falls back to reciprocal rank fusion)", file=sys.stderr)
+                if rdir not in _WARNED_NO_RERANKER:
+                    _WARNED_NO_RERANKER.add(rdir)
+                    print(f"triton: no reranker weights in {rdir}; not loading 'reranker' "
+                          "(search falls back to reciprocal rank fusion)", file=sys.stderr)
                 continue
         loadable.append(name)
     return loadable

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from typing import Sequence
 
 from streams.app import STAGES, create_app
@@ -29,5 +30,13 @@ def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info") -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())
     app = create_app(stages, settings)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    print(f"ragstream worker: stages {', '.join(stages)}; consumer group {app.conf.id}; "
+          f"broker {settings.kafka_bootstrap}", file=sys.stderr, flush=True)
+
+    @app.on_partitions_assigned.connect
+    async def _ready(sender, assigned, **kwargs) -> None:  # noqa: ARG001
+        print(f"ragstream worker: ready, {len(assigned)} topic partitions assigned",
+              file=sys.stderr, flush=True)
+
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()

@@ -33,7 +33,8 @@ for _k, _v in TEST_ENV.items():
     os.environ.setdefault(_k, _v)
 
 WORKER_METRICS_PORT = 29100
-CORPUS = ROOT.parent / "shared" / "corpus"
+# the shared corpus: beside the checkout (as in CI), or wherever RAGSTREAM_CORPUS says
+CORPUS = Path(os.environ.get("RAGSTREAM_CORPUS", ROOT.parent / "shared" / "corpus"))
 OUTPUT = ROOT / "test-output"
 
 
@@ -57,11 +58,13 @@ def stack(settings):
 
     devstack.down(settings)
     shutil.rmtree(settings.data_dir, ignore_errors=True)
-    devstack.up(settings, timeout_s=180)
-    run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
-    yield settings
-    if not os.environ.get("RAGSTREAM_KEEP_STACK"):
-        devstack.down(settings)
+    try:
+        devstack.up(settings, timeout_s=180)
+        run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+        yield settings
+    finally:
+        if not os.environ.get("RAGSTREAM_KEEP_STACK"):
+            devstack.down(settings)
 
 
 @pytest.fixture(scope="session")

@@ -20,9 +20,9 @@ from stages.office import find_soffice
 from stages.partition import partition_file, tesseract_available
 from stages.profiles import DEFAULT_PROFILES, Profile
 from stages.samples import chart_png, generate_samples
+from tests.conftest import CORPUS  # beside the checkout, or RAGSTREAM_CORPUS
 
 PROFILE = DEFAULT_PROFILES["default"]
-CORPUS = Path("/work/shared/corpus")
 
 
 @pytest.fixture

@@ -39,11 +39,13 @@ def private_stack():
                         pg_dsn=env["RAGSTREAM_PG_DSN"], milvus_uri=env["RAGSTREAM_MILVUS_URI"],
                         embedder="onnx")
     names = ["broker", "s3", "postgres", "milvus"]
-    devstack.up(settings, names=names, timeout_s=180)
-    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
-    yield settings, env
-    devstack.down(settings, names=names)
-    shutil.rmtree(data, ignore_errors=True)
+    try:
+        devstack.up(settings, names=names, timeout_s=180)
+        asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+        yield settings, env
+    finally:  # also when up() fails half-way: stop what it started
+        devstack.down(settings, names=names)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def test_300_page_pdf_in_page_ranges_across_two_partition_workers(private_stack, output_dir):

@@ -13,8 +13,9 @@ from stages.profiles import DEFAULT_PROFILES
 from stages.samples import TABLE, generate_samples
 from stages.table_eval import best_table, html_to_grid, read_truth_csv, score_grid
 from stages.table_ocr import find_tables
+from tests.conftest import CORPUS
 
-CORPUS_PDF = Path("/work/shared/corpus/pdf/table-multi-row-column-cells.pdf")
+CORPUS_PDF = CORPUS / "pdf" / "table-multi-row-column-cells.pdf"
 CORPUS_CSV = CORPUS_PDF.with_name("table-multi-row-column-cells-actual.csv")
 NEEDS_TESSERACT = pytest.mark.skipif(not tesseract_available(), reason="tesseract not installed")
 PROFILE = DEFAULT_PROFILES["default"]
