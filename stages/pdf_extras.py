@@ -85,6 +85,7 @@ def scan_pages(path: Path, first: int, last: int, tables: bool, images: bool,
                     ppage = plumber.pages[number - 1]
                     try:
                         scan.items += _tables(ppage, scan, meta)
+                        scan.items += _rule_tables(ppage, page, scan, meta)
                     except Exception as exc:  # noqa: BLE001 - tables are a bonus, text is not
                         log.warning("table recovery failed on page %d of %s: %s", number, path, exc)
                     finally:
@@ -152,6 +153,19 @@ def _tables(page, scan: PageScan, meta: dict) -> list[Element]:
         out.append(Table(text=text, metadata=ElementMetadata(
             text_as_html=f"<table>{body}</table>", coordinates=_coords(table.bbox, scan), **meta)))
     return out
+
+
+def _rule_tables(ppage, page, scan: PageScan, meta: dict) -> list[Element]:
+    """Tables drawn with horizontal rules only (``stages.rule_tables``), outside the
+    ruled grids already in ``scan.items``; [] on any error."""
+    from stages.rule_tables import pdf_page_tables
+
+    try:
+        return pdf_page_tables(ppage, page, scan.width, scan.height, meta,
+                               existing=[_bbox(i) for i in scan.items if isinstance(i, Table)])
+    except Exception as exc:  # noqa: BLE001 - tables are a bonus, text is not
+        log.warning("rule-table recovery failed on page %d: %s", scan.number, exc)
+        return []
 
 
 def _images(page, boxes, scan: PageScan, meta: dict) -> list[Element]:
