@@ -9,9 +9,8 @@ This module recovers such tables from word positions:
    pages pay for the layout model, so ``auto`` stays fast on ordinary pages;
 2. candidate regions are the layout model's Table regions (``stages.layout_model``),
    widened to the rules near them and cut at the last rule when there are ≥ 3 (top,
-   header, bottom: below the bottom rule come notes); a group of ≥ 3 rules that no
-   layout region overlaps (or any, without the layout model) is a region too, but
-   must give ≥ 3 columns;
+   header, bottom: below the bottom rule come notes); without the layout model, a
+   group of ≥ 3 rules is a region, but must give ≥ 3 columns;
 3. words inside a region (pdfplumber words / tesseract TSV word boxes) become lines
    by vertical overlap, each line splits into segments at gaps wider than
    ``COL_GAP`` × the text height (and at vertical rules), and columns are the x
@@ -145,8 +144,8 @@ def regions(rules: list[Rule], page_width: float, layout: list[Box] | None,
     """Candidate table regions: ``(box, rule y positions inside, found by the layout model)``.
 
     ``layout``: the layout model's Table boxes (same units), or None when the model is
-    unavailable.  Groups of ≥ 3 rules that no layout box overlaps are candidates too
-    (the caller asks more of them: ≥ 3 columns).
+    unavailable: then groups of ≥ 3 rules are the candidates (the caller asks more of
+    them: ≥ 3 columns).
     """
     out: list[tuple[Box, list[float], bool]] = []
     margin = 5 * tol
@@ -163,9 +162,11 @@ def regions(rules: list[Rule], page_width: float, layout: list[Box] | None,
         inside = [r[1] for r in rules if y0 - tol <= r[1] <= y1 + tol
                   and min(x1, r[2]) - max(x0, r[0]) >= 0.5 * (x1 - x0)]
         out.append(((x0, y0, x1, y1), inside, True))
+    if layout is not None:
+        return out
     for g in rule_groups(rules, page_width):
-        box = (min(r[0] for r in g), g[0][1], max(r[2] for r in g), g[-1][1])
-        if len(g) >= 3 and not _overlaps(box, [b for b, _, _ in out]):
+        if len(g) >= 3:
+            box = (min(r[0] for r in g), g[0][1], max(r[2] for r in g), g[-1][1])
             out.append((box, [r[1] for r in g], False))
     return out
 
@@ -263,8 +264,12 @@ def build_rows(words: list[Word], box: Box, rule_ys: list[float] = (), splits: l
         for seg in s:
             row[col_of(seg[0].x0)] += seg
         grid.append((line, [_join(cell, height) for cell in row]))
-    # header: every line above the first rule that has lines on both sides
     mids = [(ln[0].top + ln[0].bottom) / 2 for ln, _ in grid]
+    ys = sorted(rule_ys)
+    gaps = [(a, b) for a, b in zip(ys, ys[1:]) if b - a > height]
+    if sum(1 for a, b in gaps if not any(a < m < b for m in mids)) >= 2:
+        return None  # rules with no text between them: chart gridlines, not table rules
+    # header: every line above the first rule that has lines on both sides
     inner = [y for y in sorted(rule_ys) if any(m < y for m in mids) and any(m > y for m in mids)]
     rows: list[list[str]] = []
     header_end = 0

@@ -130,3 +130,16 @@ def test_corpus_scanned_table():
     assert rows[4] == ["6", "0.3233", "0.0540", "-0.8027", "5.39E-05", "373.180", "0.4318"]
     text = " ".join(e["text"] for e in elements if e["type"] != "Table")
     assert "Potentiodynamic polarization data" in text  # the caption OCR'd with the table is kept
+
+
+def test_regions_without_layout_model_need_three_rules():
+    rules = [(72, 100, 520), (72, 120, 520), (72, 200, 520)]
+    assert rule_tables.regions(rules, 595, None, 2) == [((72, 100, 520, 200), [100, 120, 200], False)]
+    assert rule_tables.regions(rules[:2], 595, None, 2) == []
+
+
+def test_chart_gridlines_are_not_a_table():
+    W = rule_tables.Word
+    words = [W(0, 0, 30, 10, "Title"), W(100, 0, 130, 10, "of"), W(200, 0, 230, 10, "chart"),
+             W(0, 95, 30, 105, "North"), W(100, 95, 130, 105, "East"), W(200, 95, 230, 105, "West")]
+    assert rule_tables.build_rows(words, (0, -5, 250, 110), rule_ys=[-5, 20, 40, 60, 80, 110]) is None
