@@ -9,8 +9,7 @@ import pytest
 from stages import rule_tables
 from stages.partition import partition_file, tesseract_available
 from stages.profiles import DEFAULT_PROFILES
-
-CORPUS = Path("/work/shared/corpus")
+from tests.conftest import CORPUS  # beside the checkout, or RAGSTREAM_CORPUS
 PROFILE = DEFAULT_PROFILES["default"]
 
 
