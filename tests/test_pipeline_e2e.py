@@ -3,7 +3,6 @@ PostgreSQL, Milvus Lite and an all-stages Faust worker."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import orjson
 import pytest
