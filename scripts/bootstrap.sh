@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 APT_PACKAGES=(libmagic1 postgresql tesseract-ocr tesseract-ocr-eng poppler-utils chromium
-              libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui)
+              libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui
+              python3-uno)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do
@@ -37,6 +38,9 @@ fi
 
 # The Triton server's own environment (.venv-triton: nvidia-pytriton pins numpy<2).
 bash triton/setup_server_env.sh
+
+# The warm converter's environment (.venv-uno: unoserver under /usr/bin/python3 + pyuno).
+bash scripts/setup_uno_env.sh
 
 # Build the embedding model (ONNX, pooling + normalisation in the graph) once.
 .venv/bin/python -c "from adapters.embedder import DEFAULT_ONNX_PATH as p, export_onnx; p.exists() or export_onnx(p)"

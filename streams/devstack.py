@@ -82,7 +82,8 @@ from typing import Awaitable, Callable, Sequence
 from streams.settings import Settings, get_settings
 
 # Modules imported (once) before the registry is used; each calls register().
-SERVICE_MODULES: list[str] = ["streams.devstack_services", "streams.triton_server"]
+SERVICE_MODULES: list[str] = ["streams.devstack_services", "streams.triton_server",
+                               "streams.converter_service"]
 
 HealthCheck = Callable[[Settings], Awaitable[None]]
 Hook = Callable[[Settings, "Paths"], Awaitable[None]]

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     triton_http_port: int = 18000
     triton_grpc_port: int = 18001
     triton_metrics_port: int = 18002
+    # warm Office->PDF converter (unoserver, streams/converter_service.py): XML-RPC
+    # port; LibreOffice's own UNO socket listens on converter_port + 1
+    converter_port: int = 12003
     # "triton" (gRPC to tritonserver) or "onnx" (in-process ONNX Runtime fallback)
     embedder: str = "triton"
     # in-process ONNX embedder: model file (None = triton/embedder/1/model.onnx,

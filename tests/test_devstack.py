@@ -18,7 +18,8 @@ from streams.settings import Settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-N_PORTS = 15  # broker, postgres, milvus, s3 API + 8 internal SeaweedFS ports, 3 Triton
+N_PORTS = 17  # broker, postgres, milvus, s3 API + 8 internal SeaweedFS ports, 3 Triton,
+#             converter XML-RPC + its LibreOffice UNO port
 
 
 def _free_port_block(n: int) -> int:
@@ -73,6 +74,7 @@ def stack_settings():
         triton_http_port=base + 12,
         triton_grpc_port=base + 13,
         triton_metrics_port=base + 14,
+        converter_port=base + 15,
     )
     yield settings
     try:
@@ -164,7 +166,7 @@ async def test_devstack_up_round_trips_down(stack_settings: Settings) -> None:
     t0 = time.monotonic()
     started = await devstack.up_async(settings, timeout_s=180)
     print(f"devstack up took {time.monotonic() - t0:.1f}s")
-    assert set(started) == {"s3", "broker", "postgres", "milvus", "triton"}
+    assert set(started) == {"s3", "broker", "postgres", "milvus", "triton", "converter"}
     assert all(st.healthy and st.pid and st.detail == "started" for st in started.values())
     for name in started:
         assert (settings.data_dir / "logs" / f"{name}.log").exists()
