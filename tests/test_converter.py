@@ -18,6 +18,7 @@ from stages.office import convert_office, find_soffice, probe_converter
 from stages.samples import generate_samples
 from streams import converter_service, devstack
 from streams.settings import Settings
+from tests.conftest import CORPUS
 
 pytestmark = [
     pytest.mark.integration,
@@ -78,7 +79,7 @@ def test_docx_converts_warm(converter: Settings, tmp_path: Path) -> None:
 
 
 def test_spreadsheet_goes_cold_even_with_converter(converter: Settings, tmp_path: Path) -> None:
-    corpus = Path(__file__).resolve().parents[1].parent / "shared" / "corpus" / "stanley-cups.xlsx"
+    corpus = CORPUS / "stanley-cups.xlsx"
     if not corpus.exists():
         pytest.skip("corpus XLSX missing")
     res = convert_office(corpus, tmp_path, "xlsx", 60, converter_service.url(converter))
