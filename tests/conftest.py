@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import shutil
+import socket
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +39,26 @@ WORKER_METRICS_PORT = 29100
 # the shared corpus: beside the checkout (as in CI), or wherever RAGSTREAM_CORPUS says
 CORPUS = Path(os.environ.get("RAGSTREAM_CORPUS", ROOT.parent / "shared" / "corpus"))
 OUTPUT = ROOT / "test-output"
+
+
+def free_port_block(n: int, extra_offsets: tuple[int, ...] = ()) -> int:
+    """First port of ``n`` consecutive free loopback ports in 12000-22000 whose
+    ``base + offset`` ports (``extra_offsets``) are free too."""
+    for _ in range(200):
+        base = random.randrange(12000, 22000 - n)
+        socks = []
+        try:
+            for port in [*range(base, base + n), *(base + o for o in extra_offsets)]:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no block of {n} free ports")
 
 
 def run(coro):
@@ -79,6 +101,16 @@ def worker(stack):
     assert proc.poll() is None, "worker exited at start; see .ragstream-test/logs/worker.log"
     yield proc
     stop_worker(proc)
+
+
+@pytest.fixture(scope="module")
+def api(stack, worker):
+    """The HTTP API as a uvicorn subprocess on a free port, for the module using it."""
+    from api_helpers import api_server, stop_api_server
+
+    server = api_server(stack.data_dir)
+    yield server
+    stop_api_server()
 
 
 @pytest.fixture

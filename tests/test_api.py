@@ -16,20 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api_helpers import (UPLOAD_LIMIT, SseReader, api_server, create_key, stop_api_server, upload,
+from api_helpers import (UPLOAD_LIMIT, SseReader, create_key, upload,
                          wait_status)
 from conftest import run
 
 PIPELINE = ["QUEUED", "NORMALIZING", "PARTITIONING", "CHUNKING", "ENHANCING", "EMBEDDING",
             "INDEXING", "COMPLETED"]
-
-
-@pytest.fixture(scope="module")
-def api(stack, worker):
-    """The API as a uvicorn subprocess on a free port, for this module."""
-    server = api_server(stack.data_dir)
-    yield server
-    stop_api_server()
 
 
 @pytest.fixture(scope="module")

@@ -14,17 +14,10 @@ import time
 import httpx
 import pytest
 
-from api_helpers import (Receiver, api_server, create_key, project_secret, stop_api_server, upload,
+from api_helpers import (Receiver, create_key, project_secret, upload,
                          wait_status)
 from adapters.callbacks import (SIGNATURE_HEADER, AllowList, CallbackRefused, address_problem, callback_body,
                                 guarded_client, idempotency_key, sign, verify_signature)
-
-
-@pytest.fixture(scope="module")
-def api(stack, worker):
-    server = api_server(stack.data_dir)
-    yield server
-    stop_api_server()
 
 
 @pytest.fixture(scope="module")

@@ -3,9 +3,7 @@ a DOCX converted through it, a per-file timeout, and the cold fallback."""
 from __future__ import annotations
 
 import os
-import random
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -18,7 +16,7 @@ from stages.office import convert_office, find_soffice, probe_converter
 from stages.samples import generate_samples
 from streams import converter_service, devstack
 from streams.settings import Settings
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, free_port_block
 
 pytestmark = [
     pytest.mark.integration,
@@ -29,29 +27,11 @@ pytestmark = [
 ]
 
 
-def _free_pair() -> int:
-    for _ in range(200):
-        base = random.randrange(12000, 22000)
-        socks = []
-        try:
-            for port in (base, base + 1):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port pair")
-
-
 @pytest.fixture(scope="module")
 def converter():
     root = Path(tempfile.mkdtemp(prefix="ragstream-converter-", dir="/tmp"))
     root.chmod(0o755)
-    settings = Settings(data_dir=root / "data", converter_port=_free_pair())
+    settings = Settings(data_dir=root / "data", converter_port=free_port_block(2))
     try:
         started = devstack.up(settings, names=["converter"], timeout_s=90)
         assert started["converter"].healthy, started
@@ -99,5 +79,5 @@ def test_warm_timeout_raises_and_server_survives(converter: Settings, tmp_path: 
 
 def test_no_converter_falls_back_cold(tmp_path: Path) -> None:
     docx = generate_samples(tmp_path / "in")[1]
-    res = convert_office(docx, tmp_path / "out", "docx", 60, f"http://127.0.0.1:{_free_pair()}")
+    res = convert_office(docx, tmp_path / "out", "docx", 60, f"http://127.0.0.1:{free_port_block(2)}")
     assert res.route == "cold" and _pages(res.path) >= 1

@@ -16,17 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api_helpers import api_server, create_key, stop_api_server, upload
+from api_helpers import create_key, upload
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 STATIC = Path(__file__).resolve().parents[1] / "streams" / "api" / "static"
-
-
-@pytest.fixture(scope="module")
-def api(stack, worker):
-    server = api_server(stack.data_dir)
-    yield server
-    stop_api_server()
 
 
 def test_dashboard_assets_are_self_contained():

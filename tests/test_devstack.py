@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import shutil
 import socket
 import tempfile
@@ -15,6 +14,7 @@ import pytest
 from streams import devstack
 from streams.devstack_services import ensure_bucket
 from streams.settings import Settings
+from tests.conftest import free_port_block
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -23,23 +23,8 @@ N_PORTS = 17  # broker, postgres, milvus, s3 API + 8 internal SeaweedFS ports, 3
 
 
 def _free_port_block(n: int) -> int:
-    """First port of ``n`` consecutive free loopback ports below the ephemeral range."""
-    for _ in range(200):
-        base = random.randrange(12000, 22000 - n)
-        socks = []
-        try:
-            # SeaweedFS admin gRPC sits at s3 API port + 8 + 10000
-            for port in [*range(base, base + n), base + 3 + 8 + 10000]:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free port block")
+    """``n`` free ports; SeaweedFS admin gRPC sits at s3 API port (base + 3) + 8 + 10000."""
+    return free_port_block(n, extra_offsets=(3 + 8 + 10000,))
 
 
 def _stack_pids(data_dir: Path) -> list[int]:
