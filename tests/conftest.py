@@ -35,7 +35,7 @@ TEST_ENV = {
 for _k, _v in TEST_ENV.items():
     os.environ.setdefault(_k, _v)
 
-WORKER_METRICS_PORT = 29100
+WORKER_METRICS_PORT = int(os.environ.get("RAGSTREAM_TEST_WORKER_METRICS_PORT", "29100"))
 # the shared corpus: beside the checkout (as in CI), or wherever RAGSTREAM_CORPUS says
 CORPUS = Path(os.environ.get("RAGSTREAM_CORPUS", ROOT.parent / "shared" / "corpus"))
 OUTPUT = ROOT / "test-output"
