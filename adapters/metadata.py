@@ -5,8 +5,15 @@ Tables (created by :func:`migrate`, idempotent):
 - ``document_versions`` — one row per uploaded version: the uploader's registry
   that turns "same document id, new bytes" into version n+1 and "same bytes" into
   the existing version.
+  ``queued_at`` is the outbox mark: NULL until the version's upload event was
+  acknowledged by the broker, so a retry (or the sweeper in the normalize worker)
+  sends a version whose first attempt failed half-way (issue 8, failure 1).
 - ``documents`` — the status projection: one row per document, the latest
   transition by sequence (``seq``); an older or duplicate event never moves it back.
+- the delivery ledger (adapters/version_ledger.py): outcomes, deletions, steps.
+
+A document id belongs to the project that first used it: registering it under
+another project raises DocumentIdInUse (issue 8, failure 13).
 """
 from __future__ import annotations
 
@@ -16,6 +23,8 @@ from typing import Any, Optional
 
 import asyncpg
 
+from adapters.version_ledger import SCHEMA as LEDGER_SCHEMA
+from adapters.version_ledger import VersionLedger
 from schemas import StatusEvent
 
 SCHEMA = """
@@ -47,14 +56,10 @@ CREATE TABLE IF NOT EXISTS documents (
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL
 );
-CREATE TABLE IF NOT EXISTS document_completions (
-    document_id  text NOT NULL,
-    version      integer NOT NULL,
-    chunks       integer NOT NULL,
-    completed_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (document_id, version)
-);
 CREATE INDEX IF NOT EXISTS documents_project_status ON documents (project, status);
+ALTER TABLE document_versions ADD COLUMN IF NOT EXISTS queued_at timestamptz;
+ALTER TABLE document_versions ADD COLUMN IF NOT EXISTS callback_url text;
+ALTER TABLE document_versions ADD COLUMN IF NOT EXISTS content_type text;
 """
 
 PROJECT_STATUS = """
@@ -78,14 +83,21 @@ RETURNING document_id
 """
 
 
+class DocumentIdInUse(ValueError):
+    """The document id is already used by another project."""
+
+
 @dataclass(frozen=True)
 class VersionAllocation:
-    """Result of registering an upload: its version and whether it is new."""
+    """Result of registering an upload: its version, whether it is new, and whether
+    its events were already sent (``queued``; False for a new version, and for an
+    existing one whose first upload failed before its events were sent)."""
 
     document_id: str
     version: int
     created: bool
     raw_key: str
+    queued: bool = False
 
 
 class Metadata:
@@ -104,39 +116,82 @@ class Metadata:
             await self.pool.close()
             self.pool = None
 
+    @property
+    def ledger(self) -> VersionLedger:
+        """The delivery ledger over this pool (adapters/version_ledger.py)."""
+        return VersionLedger(self.pool)
+
     async def migrate(self) -> None:
         """Create tables and indexes if missing (idempotent, safe to run concurrently)."""
         async with self.pool.acquire() as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(727001)")
                 await conn.execute(SCHEMA)
+                await conn.execute(LEDGER_SCHEMA)
 
     async def register_version(self, *, document_id: str, project: str, category: str,
-                               filename: str, sha256: str, size: int, raw_key_for) -> VersionAllocation:
+                               filename: str, sha256: str, size: int, raw_key_for,
+                               callback_url: Optional[str] = None,
+                               content_type: Optional[str] = None) -> VersionAllocation:
         """Allocate the version for an upload of ``sha256`` under ``document_id``.
 
-        Same bytes as the latest version → that version (``created=False``); else
-        latest + 1 (1 for a new document).  A latest version that FAILED or was
-        DELETED is never reused: uploading it again is a retry, i.e. a new version.  ``raw_key_for(version) -> str`` names the
-        raw object.  Serialised per document by an advisory lock.
+        Same bytes as the latest version → that version (``created=False``, and
+        ``queued`` says whether its events were already sent); else latest + 1 (1 for
+        a new document).  A latest version that FAILED or was deleted is never reused:
+        uploading it again is a retry, i.e. a new version (read from the ledger, not
+        the lagging projection).  ``raw_key_for(version) -> str`` names the raw
+        object.  Serialised per document by an advisory lock.  Raises DocumentIdInUse
+        when the id belongs to another project.
         """
         async with self.pool.acquire() as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", document_id)
                 row = await conn.fetchrow(
-                    "SELECT v.version, v.sha256, v.raw_key, d.status AS status"
-                    " FROM document_versions v LEFT JOIN documents d"
-                    " ON d.document_id = v.document_id AND d.version = v.version"
+                    "SELECT v.version, v.sha256, v.raw_key, v.project, v.queued_at,"
+                    " o.outcome, coalesce(x.up_to_version, 0) AS deleted_up_to"
+                    " FROM document_versions v"
+                    " LEFT JOIN version_outcomes o ON o.document_id = v.document_id AND o.version = v.version"
+                    " LEFT JOIN document_deletions x ON x.document_id = v.document_id"
                     " WHERE v.document_id = $1 ORDER BY v.version DESC LIMIT 1", document_id)
-                if row and row["sha256"] == sha256 and row["status"] not in ("FAILED", "DELETED"):
-                    return VersionAllocation(document_id, row["version"], False, row["raw_key"])
+                if row and row["project"] != project:
+                    raise DocumentIdInUse(
+                        f"document id {document_id!r} is in use by another project")
+                if (row and row["sha256"] == sha256 and row["outcome"] != "FAILED"
+                        and row["deleted_up_to"] < row["version"]):
+                    return VersionAllocation(document_id, row["version"], False, row["raw_key"],
+                                             queued=row["queued_at"] is not None)
                 version = (row["version"] if row else 0) + 1
                 key = raw_key_for(version)
                 await conn.execute(
                     "INSERT INTO document_versions (document_id, version, project, category, filename,"
-                    " sha256, size, raw_key) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)",
-                    document_id, version, project, category, filename, sha256, size, key)
+                    " sha256, size, raw_key, callback_url, content_type)"
+                    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+                    document_id, version, project, category, filename, sha256, size, key,
+                    callback_url, content_type)
                 return VersionAllocation(document_id, version, True, key)
+
+    async def mark_queued(self, document_id: str, version: int) -> None:
+        """The version's QUEUED status and upload event were acknowledged by the broker."""
+        await self.pool.execute(
+            "UPDATE document_versions SET queued_at = now() WHERE document_id = $1 AND version = $2"
+            " AND queued_at IS NULL", document_id, version)
+
+    async def unqueued_versions(self, older_than_s: float, limit: int = 100) -> list[dict[str, Any]]:
+        """Latest versions registered more than ``older_than_s`` seconds ago whose events
+        were never sent (an uploader died or lost the broker half-way), oldest first."""
+        rows = await self.pool.fetch(
+            "SELECT v.* FROM document_versions v"
+            " WHERE v.queued_at IS NULL AND v.created_at < now() - make_interval(secs => $1)"
+            "   AND v.version = (SELECT max(version) FROM document_versions w"
+            "                    WHERE w.document_id = v.document_id)"
+            " ORDER BY v.created_at LIMIT $2", float(older_than_s), limit)
+        return [dict(r) for r in rows]
+
+    async def versions(self, document_id: str) -> list[dict[str, Any]]:
+        """Every registered version of a document, oldest first."""
+        rows = await self.pool.fetch(
+            "SELECT * FROM document_versions WHERE document_id = $1 ORDER BY version", document_id)
+        return [dict(r) for r in rows]
 
     async def apply_status(self, event: StatusEvent) -> bool:
         """Project one status event; True when it moved the document forward.
@@ -148,19 +203,6 @@ class Metadata:
             PROJECT_STATUS, event.document_id, event.project, event.filename or "", event.version,
             event.status, event.seq, event.stage, event.chunks_total, event.chunks_done,
             event.pages, event.error, event.callback_url, at)
-        return row is not None
-
-    async def is_completed(self, document_id: str, version: int) -> bool:
-        """True once :meth:`record_completion` ran for this version."""
-        return bool(await self.pool.fetchval(
-            "SELECT 1 FROM document_completions WHERE document_id = $1 AND version = $2",
-            document_id, version))
-
-    async def record_completion(self, document_id: str, version: int, chunks: int) -> bool:
-        """Mark a version completed; False when it already was (a redelivery)."""
-        row = await self.pool.fetchval(
-            "INSERT INTO document_completions (document_id, version, chunks) VALUES ($1, $2, $3) "
-            "ON CONFLICT DO NOTHING RETURNING 1", document_id, version, chunks)
         return row is not None
 
     async def get_document(self, document_id: str) -> Optional[dict[str, Any]]:

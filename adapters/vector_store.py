@@ -105,6 +105,11 @@ class VectorStore:
         alias = self.ensure_collection_sync(project)
         self.client.delete(alias, filter=f"document_id == {_quote(document_id)} and version < {int(version)}")
 
+    def delete_version_sync(self, project: str, document_id: str, version: int) -> None:
+        """Delete the chunks of one version of a document."""
+        alias = self.ensure_collection_sync(project)
+        self.client.delete(alias, filter=f"document_id == {_quote(document_id)} and version == {int(version)}")
+
     def delete_document_sync(self, project: str, document_id: str) -> None:
         """Delete every chunk of a document."""
         alias = self.ensure_collection_sync(project)
@@ -146,6 +151,9 @@ class VectorStore:
 
     async def delete_versions_below(self, project: str, document_id: str, version: int) -> None:
         await asyncio.to_thread(self.delete_versions_below_sync, project, document_id, version)
+
+    async def delete_version(self, project: str, document_id: str, version: int) -> None:
+        await asyncio.to_thread(self.delete_version_sync, project, document_id, version)
 
     async def delete_document(self, project: str, document_id: str) -> None:
         await asyncio.to_thread(self.delete_document_sync, project, document_id)

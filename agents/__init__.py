@@ -1,22 +1,25 @@
-"""One module per stage, each with a ``register(app, ctx)`` that declares its agent.
+"""One module per stage: a :class:`agents.runner.Stage` declaration plus its work.
 
-Agents stay thin: read an event, call the stage function (off the event loop),
-write the next event, emit status.  ``register`` wires the chosen stages into an app.
+The runner (agents/runner.py) does what every stage shares — decoding, the ledger
+guard, retries, dead letters, failing a version, metrics — so a stage module holds
+only what is particular to it.  ``register`` wires one stage into an app.
 """
 from __future__ import annotations
 
 import importlib
-from typing import Sequence
 
 import faust
 
 from agents.context import StageContext
+from agents.runner import declare
 from streams.settings import Settings
 
 
-def register(app: faust.App, stages: Sequence[str], settings: Settings) -> StageContext:
-    """Declare the agents of ``stages`` on ``app``; returns their shared context."""
+def register(app: faust.App, stage: str, settings: Settings) -> StageContext:
+    """Declare ``stage``'s agent (and its timers) on ``app``; returns the context."""
     ctx = StageContext.for_app(app, settings)
-    for stage in stages:
-        importlib.import_module(f"agents.{stage}").register(app, ctx)
+    module = importlib.import_module(f"agents.{stage}")
+    declare(app, ctx, module.stage(ctx))
+    if hasattr(module, "extras"):
+        module.extras(app, ctx)
     return ctx

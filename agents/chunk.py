@@ -1,31 +1,33 @@
-"""chunk agent: ``elements`` → ``chunks`` (one event per chunk).
+"""chunk stage: ``elements`` → ``chunks`` (one event per chunk).
 
 Chunks with ``chunk_by_title`` in the process pool, writes the processed output
 (the chunks as JSON) to ``processed/{project}/{document_id}/v{version}.json``,
-then sends every chunk with its deterministic id.
+then sends every chunk with its deterministic id.  A split PDF is chunked once,
+when the event of its last stored page range arrives; the ledger's ``chunk`` step
+keeps a second event that finds every range stored (ranges finishing together, a
+redelivery) from chunking and embedding the document again.
 """
 from __future__ import annotations
 
-import faust
 import orjson
 
 from adapters.object_keys import elements_key, processed_key, work_prefix
 from agents.context import StageContext
-from agents.failures import run_guarded
+from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
 from stages.chunk import chunk_elements
 from stages.errors import EmptyDocument
 from topics import ELEMENTS
 
 STAGE = "chunk"
+CHUNK_TIMEOUT_S = 600.0
 
 
 async def all_parts(ctx: StageContext, ready: ElementsReady) -> list[dict] | None:
     """Every part's elements in page order, or None while some part is missing.
 
     Parts of one document share its key, hence one partition and one chunk agent,
-    in order: the event of the last part to finish finds every part stored.  (Two
-    events that both find all parts chunk identically: chunk ids are deterministic.)
+    in order: the event of the last part to finish finds every part stored.
     """
     store = await ctx.resources.store()
     if ready.parts <= 1:
@@ -42,13 +44,19 @@ async def all_parts(ctx: StageContext, ready: ElementsReady) -> list[dict] | Non
 
 
 async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
-    """Chunk one document version's elements (all parts) and send its chunks."""
+    """Chunk one document version's elements (all parts) and send its chunks, once."""
+    ledger = (await ctx.resources.metadata()).ledger
+    if await ledger.step_done(ready.document_id, ready.version, STAGE):
+        return  # already chunked: a redelivery, or another range's event did it
     elements = await all_parts(ctx, ready)
     if elements is None:
         return  # more page ranges to come; the last one chunks the document
     await ctx.emit(ready, DocumentStatus.CHUNKING, stage=STAGE, pages=ready.page_count)
+    if not elements:
+        raise EmptyDocument(f"no text in any of the {ready.page_count} pages"
+                            if ready.parts > 1 else "no elements to chunk")
     store = await ctx.resources.store()
-    chunks = await ctx.resources.pool.run(chunk_elements, elements, timeout_s=600)
+    chunks = await ctx.resources.pool.run(chunk_elements, elements, timeout_s=CHUNK_TIMEOUT_S)
     if not chunks:
         raise EmptyDocument(f"{len(elements)} elements but no text to chunk")
     total = len(chunks)
@@ -68,13 +76,9 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
         "application/json", bucket=ready.bucket)
     for record in records:
         await ctx.topics.chunks.send(key=ready.document_id, value=record)
+    await ledger.mark_step(ready.document_id, ready.version, STAGE)
 
 
-def register(app: faust.App, ctx: StageContext) -> None:
-    """Declare the chunk agent on ``app``."""
-
-    @app.agent(ctx.topics.elements, name="chunk")
-    async def chunk(stream: faust.StreamT[ElementsReady]) -> None:
-        async for ready in stream:
-            await run_guarded(ctx.topics, stage=STAGE, source_topic=ELEMENTS.name,
-                              event=ready, work=lambda r=ready: chunk_one(ctx, r))
+def stage(ctx: StageContext) -> Stage:
+    """chunk: one ElementsReady at a time."""
+    return Stage(STAGE, ELEMENTS, chunk_one)

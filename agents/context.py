@@ -1,7 +1,7 @@
-"""What every agent of one worker shares: topics, clients, settings, status emitter."""
+"""What a stage worker's agent shares: topics, clients, settings, status emitter."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import faust
@@ -14,12 +14,13 @@ from streams.settings import Settings
 
 @dataclass
 class StageContext:
-    """Shared by the agents of one app; ``resources`` opens clients lazily."""
+    """Shared by the agent of one app; ``resources`` opens clients lazily."""
 
     app: faust.App
     settings: Settings
     topics: BoundTopics
     resources: Resources
+    _partitions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def for_app(cls, app: faust.App, settings: Settings) -> "StageContext":
@@ -38,3 +39,22 @@ class StageContext:
             ref.document_id, ref.version, status, stage=stage, project=ref.project,
             filename=ref.filename, chunks_total=chunks_total, chunks_done=chunks_done,
             pages=pages, error=error, callback_url=getattr(ref, "callback_url", None)))
+
+    async def partition_count(self, topic: faust.TopicT) -> int:
+        """Partitions of ``topic`` as the broker reports them (cached per process)."""
+        name = next(iter(topic.topics))
+        if name not in self._partitions:
+            from aiokafka.admin import AIOKafkaAdminClient
+
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.kafka_bootstrap,
+                                        request_timeout_ms=15000)
+            await admin.start()
+            try:
+                described = await admin.describe_topics([name])
+            finally:
+                await admin.close()
+            count = len(described[0]["partitions"]) if described else 0
+            if count <= 0:
+                raise ConnectionError(f"broker reports no partitions for {name}")
+            self._partitions[name] = count
+        return self._partitions[name]

@@ -1,6 +1,6 @@
-"""embed agent: ``enhanced-chunks`` → ``embeddings``.
+"""embed stage: ``enhanced-chunks`` → ``embeddings``.
 
-Batches across documents with ``stream.take(max_batch, within=delay)`` and embeds
+Batches across documents (``stream.take_events(max_batch, within=delay)``) and embeds
 each batch in one call (Triton or in-process ONNX Runtime, by settings.embedder).
 Vectors: float32, 384 dimensions, L2-normalised.
 """
@@ -8,11 +8,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import faust
-
-from agents.batches import run_batch
 from agents.context import StageContext
-from schemas import Chunk, DocumentStatus
+from agents.runner import Stage
+from schemas import Chunk, DocumentStatus, EmbeddedChunk
 from topics import ENHANCED
 
 STAGE = "embed"
@@ -20,8 +18,6 @@ STAGE = "embed"
 
 async def embed_batch(ctx: StageContext, chunks: Sequence[Chunk]) -> None:
     """Embed a batch of chunks and send one EmbeddedChunk each."""
-    from schemas import EmbeddedChunk
-
     for chunk in chunks:
         if chunk.index == 0:
             await ctx.emit(chunk, DocumentStatus.EMBEDDING, stage=STAGE, chunks_total=chunk.total)
@@ -33,12 +29,7 @@ async def embed_batch(ctx: StageContext, chunks: Sequence[Chunk]) -> None:
             **chunk.asdict(), vector=vector.tolist(), embedding_model=model))
 
 
-def register(app: faust.App, ctx: StageContext) -> None:
-    """Declare the embed agent on ``app``."""
-    max_batch, within = ctx.settings.embed_max_batch, ctx.settings.embed_batch_within_s
-
-    @app.agent(ctx.topics.enhanced, name="embed")
-    async def embed(stream: faust.StreamT[Chunk]) -> None:
-        async for batch in stream.take(max_batch, within=within):
-            await run_batch(ctx, stage=STAGE, source_topic=ENHANCED.name, batch=batch,
-                            work=lambda b: embed_batch(ctx, b))
+def stage(ctx: StageContext) -> Stage:
+    """embed: batches of ``embed_max_batch`` within ``embed_batch_within_s``."""
+    return Stage(STAGE, ENHANCED, embed_batch,
+                 batch=(ctx.settings.embed_max_batch, ctx.settings.embed_batch_within_s))

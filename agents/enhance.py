@@ -1,14 +1,12 @@
-"""enhance agent: ``chunks`` → ``enhanced-chunks``.
+"""enhance stage: ``chunks`` → ``enhanced-chunks``.
 
 Sets each chunk's ``embed_text``: the text itself, or a deterministic rendering of a
 table (stages.enhance).  Cheap and pure, so it runs inline.
 """
 from __future__ import annotations
 
-import faust
-
 from agents.context import StageContext
-from agents.failures import run_guarded
+from agents.runner import Stage
 from schemas import Chunk, DocumentStatus
 from stages.enhance import embed_text_for
 from topics import CHUNKS
@@ -24,11 +22,6 @@ async def enhance_one(ctx: StageContext, chunk: Chunk) -> None:
     await ctx.topics.enhanced.send(key=chunk.document_id, value=enhanced)
 
 
-def register(app: faust.App, ctx: StageContext) -> None:
-    """Declare the enhance agent on ``app``."""
-
-    @app.agent(ctx.topics.chunks, name="enhance")
-    async def enhance(stream: faust.StreamT[Chunk]) -> None:
-        async for chunk in stream:
-            await run_guarded(ctx.topics, stage=STAGE, source_topic=CHUNKS.name,
-                              event=chunk, work=lambda c=chunk: enhance_one(ctx, c))
+def stage(ctx: StageContext) -> Stage:
+    """enhance: one chunk at a time."""
+    return Stage(STAGE, CHUNKS, enhance_one)

@@ -1,18 +1,22 @@
-"""index agent: ``embeddings`` → Milvus, and completion of document versions.
+"""index stage: ``embeddings`` → Milvus, and completion of document versions.
 
 Batched upserts (primary key = chunk id, so redelivery changes nothing).  After a
-batch, every version it touched is checked: when Milvus holds all ``total`` chunks
-of a version, the older versions' chunks are deleted and COMPLETED is sent once
-(``document_completions`` in PostgreSQL remembers it across redeliveries).
+batch, every version it touched is checked against the ledger, which is written
+synchronously (never the lagging status projection):
+
+- deleted meanwhile → the chunks just written are removed again (a delete wins
+  against in-flight work, issue 8 failure 7);
+- superseded by a newer COMPLETED version, or FAILED meanwhile → its chunks go;
+- all ``total`` chunks of the version stored → COMPLETED is claimed and announced
+  once (agents/outcomes.py), which removes the older versions' chunks.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-import faust
-
-from agents.batches import run_batch
 from agents.context import StageContext
+from agents.outcomes import complete_version
+from agents.runner import Stage
 from schemas import DocumentStatus, EmbeddedChunk
 from topics import EMBEDDINGS
 
@@ -28,28 +32,30 @@ def _row(chunk: EmbeddedChunk) -> dict:
     }
 
 
-async def complete_if_done(ctx: StageContext, chunk: EmbeddedChunk) -> None:
-    """Complete ``chunk``'s version when all its chunks are indexed (once); if the
-    document was deleted meanwhile, remove its chunks again instead."""
-    metadata = await ctx.resources.metadata()
-    row = await metadata.get_document(chunk.document_id)
-    if row and row["status"] == "DELETED" and row["version"] >= chunk.version:
-        # deleted while this version was in flight: drop what was just indexed
-        await ctx.resources.vectors.delete_document(chunk.project, chunk.document_id)
+async def settle_version(ctx: StageContext, chunk: EmbeddedChunk) -> None:
+    """After an upsert of ``chunk``'s version: undo it if the version is no longer
+    wanted, else complete the version when all its chunks are stored."""
+    ledger = (await ctx.resources.metadata()).ledger
+    vectors = ctx.resources.vectors
+    state = await ledger.state(chunk.document_id, chunk.version)
+    if state.deleted:
+        await vectors.delete_versions_below(chunk.project, chunk.document_id, state.deleted_up_to + 1)
         return
-    if await metadata.is_completed(chunk.document_id, chunk.version):
+    if state.current_completed > chunk.version:
+        await vectors.delete_versions_below(chunk.project, chunk.document_id, state.current_completed)
         return
-    stored = await ctx.resources.vectors.count(chunk.project, chunk.document_id, chunk.version)
-    if stored < chunk.total:
+    if state.outcome is not None and state.outcome.outcome == "FAILED":
+        await vectors.delete_version(chunk.project, chunk.document_id, chunk.version)
         return
-    await ctx.resources.vectors.delete_versions_below(chunk.project, chunk.document_id, chunk.version)
-    await ctx.emit(chunk, DocumentStatus.COMPLETED, stage=STAGE, chunks_total=chunk.total,
-                   chunks_done=stored)
-    await metadata.record_completion(chunk.document_id, chunk.version, stored)
+    if state.outcome is not None and state.outcome.announced:
+        return
+    stored = await vectors.count(chunk.project, chunk.document_id, chunk.version)
+    if stored >= chunk.total:
+        await complete_version(ctx, chunk, chunks=stored, stage=STAGE)
 
 
 async def index_batch(ctx: StageContext, chunks: Sequence[EmbeddedChunk]) -> None:
-    """Upsert a batch into Milvus (grouped by project), then complete finished versions."""
+    """Upsert a batch into Milvus (grouped by project), then settle its versions."""
     for chunk in chunks:
         if chunk.index == 0:
             await ctx.emit(chunk, DocumentStatus.INDEXING, stage=STAGE, chunks_total=chunk.total)
@@ -60,15 +66,10 @@ async def index_batch(ctx: StageContext, chunks: Sequence[EmbeddedChunk]) -> Non
         await ctx.resources.vectors.upsert(project, rows)
     last_of_version = {(c.document_id, c.version): c for c in chunks}
     for chunk in last_of_version.values():
-        await complete_if_done(ctx, chunk)
+        await settle_version(ctx, chunk)
 
 
-def register(app: faust.App, ctx: StageContext) -> None:
-    """Declare the index agent on ``app``."""
-    max_batch, within = ctx.settings.index_max_batch, ctx.settings.index_batch_within_s
-
-    @app.agent(ctx.topics.embeddings, name="index")
-    async def index(stream: faust.StreamT[EmbeddedChunk]) -> None:
-        async for batch in stream.take(max_batch, within=within):
-            await run_batch(ctx, stage=STAGE, source_topic=EMBEDDINGS.name, batch=batch,
-                            work=lambda b: index_batch(ctx, b))
+def stage(ctx: StageContext) -> Stage:
+    """index: batches of ``index_max_batch`` within ``index_batch_within_s``."""
+    return Stage(STAGE, EMBEDDINGS, index_batch,
+                 batch=(ctx.settings.index_max_batch, ctx.settings.index_batch_within_s))

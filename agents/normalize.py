@@ -1,34 +1,43 @@
-"""normalize agent: ``uploads`` → ``partition-tasks``.
+"""normalize stage: ``uploads`` → ``partition-tasks``.
 
 Detects the real type by content, converts when the category profile asks, and
 hands partition a claim check (bucket/key) to the file to parse.  Delete requests
-are applied here: chunks leave Milvus, objects leave storage, status DELETED.
+are applied here: chunks leave Milvus, objects of every version leave storage,
+status DELETED.  Its worker also sweeps the upload outbox: versions registered but
+never queued (the uploader lost the broker half-way) are queued from here.
 """
 from __future__ import annotations
 
+import logging
 import tempfile
+import time
 from pathlib import Path
 
 import faust
 
 from adapters.object_keys import document_prefix, normalized_key
-from agents.context import StageContext
-from agents.failures import run_guarded
-from schemas import DELETE, DocumentStatus, PartitionTask, UploadEvent
-from stages.normalize import normalize_file
 from adapters.profiles_store import load_profile
+from agents.context import StageContext
+from agents.runner import Stage
+from schemas import DELETE, UPLOAD, DocumentStatus, PartitionTask, UploadEvent, status_event
+from stages.normalize import normalize_file
 from topics import UPLOADS
 
 STAGE = "normalize"
+SWEEP_INTERVAL_S = 30.0
+log = logging.getLogger(__name__)
 
 
 async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
-    """Normalize one upload and send its PartitionTask(s).
+    """Normalize one upload and send its PartitionTask(s); apply a delete request.
 
     A PDF longer than the profile's ``max_pages_per_task`` becomes one task per page
-    range (``part``/``parts``), so several partition workers share one document and
-    each holds only its range in memory.
+    range (``part``/``parts``) spread over the partitions of ``partition-tasks`` (the
+    count read from the broker's metadata), so several partition workers share it.
     """
+    if event.action == DELETE:
+        await delete_one(ctx, event)
+        return
     await ctx.emit(event, DocumentStatus.NORMALIZING, stage=STAGE)
     store = await ctx.resources.store()
     profile = await load_profile(event.category, ctx.settings.pg_dsn)
@@ -42,10 +51,11 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
             key = normalized_key(event.project, event.document_id, event.version, result.filetype)
             await store.put_file(key, result.path, bucket=event.bucket)
     ranges = result.page_ranges if len(result.page_ranges) > 1 else [(0, 0)]
+    partitions = await ctx.partition_count(ctx.topics.partition_tasks) if len(ranges) > 1 else 1
     for part, (start, end) in enumerate(ranges):
         # page ranges go round-robin over the topic's partitions, so every partition
         # worker gets some; a single task follows its key (the document id)
-        partition = part % ctx.settings.topic_partitions if len(ranges) > 1 else None
+        partition = part % partitions if len(ranges) > 1 else None
         await ctx.topics.partition_tasks.send(key=event.document_id, partition=partition, value=PartitionTask(
             document_id=event.document_id, version=event.version, project=event.project,
             category=event.category, filename=event.filename, bucket=event.bucket,
@@ -55,25 +65,60 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
 
 
 async def delete_one(ctx: StageContext, event: UploadEvent) -> None:
-    """Remove a document: its chunks from Milvus, its objects, then status DELETED."""
-    await ctx.resources.vectors.delete_document(event.project, event.document_id)
+    """Remove a document: chunks of every version up to the delete's from Milvus, the
+    raw objects of every version (whatever their category), its processed and work
+    objects, then status DELETED.  Idempotent."""
+    await ctx.resources.vectors.delete_versions_below(event.project, event.document_id, event.version + 1)
+    metadata = await ctx.resources.metadata()
     store = await ctx.resources.store()
-    raw = [k async for k in store.list_keys(f"raw/{event.project}/{event.category}/", event.bucket)
-           if Path(k).stem == event.document_id]
-    for key in raw:
-        await store.client.delete_object(Bucket=event.bucket, Key=key)
+    for row in await metadata.versions(event.document_id):
+        if row["version"] <= event.version:
+            await store.client.delete_object(Bucket=event.bucket, Key=row["raw_key"])
     await store.delete_prefix(document_prefix("processed", event.project, event.document_id), event.bucket)
     await store.delete_prefix(document_prefix("work", event.project, event.document_id), event.bucket)
     await ctx.emit(event, DocumentStatus.DELETED, stage=STAGE)
 
 
-def register(app: faust.App, ctx: StageContext) -> None:
-    """Declare the normalize agent on ``app``."""
+async def sweep_unqueued(ctx: StageContext) -> int:
+    """Queue versions whose uploader registered them but never sent their events
+    (older than ``upload_sweep_after_s``) when their raw object is stored; returns
+    how many were sent."""
+    metadata = await ctx.resources.metadata()
+    store = await ctx.resources.store()
+    sent = 0
+    for row in await metadata.unqueued_versions(ctx.settings.upload_sweep_after_s):
+        if not await store.exists(row["raw_key"]):
+            continue  # the upload itself never finished: nothing to process
+        event = UploadEvent(
+            document_id=row["document_id"], version=row["version"], action=UPLOAD,
+            project=row["project"], category=row["category"], filename=row["filename"],
+            bucket=store.bucket, key=row["raw_key"], sha256=row["sha256"], size=row["size"],
+            content_type=row.get("content_type") or "application/octet-stream",
+            callback_url=row.get("callback_url"), submitted_at=time.time())
+        await ctx.topics.status.send(key=event.document_id, value=status_event(
+            event.document_id, event.version, DocumentStatus.QUEUED, stage="upload",
+            project=event.project, filename=event.filename, callback_url=event.callback_url))
+        await ctx.topics.uploads.send(key=event.document_id, value=event)
+        await metadata.mark_queued(event.document_id, event.version)
+        log.warning("normalize: queued %s v%s, which its uploader registered but never sent",
+                    event.document_id, event.version)
+        sent += 1
+    return sent
 
-    @app.agent(ctx.topics.uploads, name="normalize")
-    async def normalize(stream: faust.StreamT[UploadEvent]) -> None:
-        async for event in stream:
-            work = (lambda e=event: delete_one(ctx, e)) if event.action == DELETE \
-                else (lambda e=event: normalize_one(ctx, e))
-            await run_guarded(ctx.topics, stage=STAGE, source_topic=UPLOADS.name,
-                              event=event, work=work)
+
+def stage(ctx: StageContext) -> Stage:
+    """normalize: every upload and delete request; delete requests always run (their
+    own tombstone would make the guard skip them; delete_one is idempotent)."""
+    return Stage(STAGE, UPLOADS, normalize_one, unguarded=lambda e: e.action == DELETE,
+                 step=lambda e: STAGE)
+
+
+def extras(app: faust.App, ctx: StageContext) -> None:
+    """The upload-outbox sweep, on the group leader only."""
+
+    @app.timer(interval=SWEEP_INTERVAL_S, on_leader=True)
+    async def sweep_uploads() -> None:
+        try:
+            await sweep_unqueued(ctx)
+        except Exception:  # noqa: BLE001 — next tick retries
+            log.exception("normalize: upload sweep failed")

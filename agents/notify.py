@@ -1,4 +1,4 @@
-"""notify agent: the status changelog → completion callbacks.
+"""notify stage: the status changelog → completion callbacks.
 
 For every terminal state (COMPLETED, FAILED, DELETED) whose event carries a
 ``callback_url``, the agent writes one row to the ``callbacks`` outbox
@@ -17,12 +17,13 @@ import logging
 from typing import Optional
 
 import faust
-from tenacity import AsyncRetrying, stop_after_delay, wait_exponential
 
 from adapters.callbacks import AllowList, Callbacks, callback_body, deliver, guarded_client
 from adapters.object_keys import processed_key
 from agents.context import StageContext
+from agents.runner import Stage
 from schemas import TERMINAL, DocumentStatus, StatusEvent
+from topics import STATUS
 
 STAGE = "notify"
 SWEEP_S = 10.0
@@ -111,21 +112,22 @@ class Notifier:
             await self._client.aclose()
 
 
-def register(app: faust.App, ctx: StageContext) -> None:
-    """Declare the notify agent and its sweep timer on ``app``."""
+def stage(ctx: StageContext) -> Stage:
+    """notify: queue the callback of every terminal event, retried until the outbox
+    row is written (never past an unwritten one); never fails a document."""
     notifier = Notifier(ctx)
+    ctx.notifier = notifier  # for extras()
 
-    @app.agent(ctx.topics.status, name="notify")
-    async def notify(stream: faust.StreamT[StatusEvent]) -> None:
-        async for event in stream:
-            try:  # the outbox row must exist before the event is acknowledged
-                async for attempt in AsyncRetrying(wait=wait_exponential(multiplier=0.5, max=30),
-                                                   stop=stop_after_delay(600), reraise=True):
-                    with attempt:
-                        await notifier.on_status(event)
-            except Exception:  # noqa: BLE001 — database down for 10 minutes: log, go on
-                log.exception("notify: cannot queue callback for %s v%s %s",
-                              event.document_id, event.version, event.status)
+    async def on_status(ctx_: StageContext, event: StatusEvent) -> None:
+        await notifier.on_status(event)
+
+    return Stage(STAGE, STATUS, on_status, guard=False, fails_documents=False,
+                 deadline=float("inf"))
+
+
+def extras(app: faust.App, ctx: StageContext) -> None:
+    """The sweep timer that resumes due callbacks, and closing on shutdown."""
+    notifier: Notifier = ctx.notifier
 
     @app.timer(interval=SWEEP_S)
     async def sweep_callbacks() -> None:

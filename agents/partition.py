@@ -1,7 +1,9 @@
-"""partition agent: ``partition-tasks`` → ``elements``.
+"""partition stage: ``partition-tasks`` → ``elements``.
 
-Parses the normalized file into unstructured elements in the process pool and
-stores them as JSON in object storage (claim check); the event carries the key.
+Parses the normalized file (or one page range of it) into unstructured elements in
+the process pool and stores them as JSON in object storage (claim check); the event
+carries the key.  A page range with no text (blank pages) stores zero elements: only
+a document whose ranges are ALL empty fails, at the chunk stage (issue 8, failure 10).
 """
 from __future__ import annotations
 
@@ -10,15 +12,15 @@ import socket
 import tempfile
 from pathlib import Path
 
-import faust
 import orjson
 
 from adapters.object_keys import elements_key
-from agents.context import StageContext
-from agents.failures import run_guarded
-from schemas import DocumentStatus, ElementsReady, PartitionTask
-from stages.partition import partition_file
 from adapters.profiles_store import load_profile
+from agents.context import StageContext
+from agents.runner import Stage
+from schemas import DocumentStatus, ElementsReady, PartitionTask
+from stages.errors import EmptyDocument
+from stages.partition import partition_file
 from topics import PARTITION_TASKS
 
 STAGE = "partition"
@@ -38,9 +40,14 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
     pages = (task.page_start, task.page_end) if task.page_end else None
     with tempfile.TemporaryDirectory(prefix="ragstream-partition-") as tmp:
         path = await store.download(task.key, Path(tmp) / f"input.{task.filetype}", bucket=task.bucket)
-        elements = await ctx.resources.pool.run(
-            partition_file, path, task.filetype, profile, pages, task.filename,
-            timeout_s=ctx.settings.partition_timeout_s)
+        try:
+            elements = await ctx.resources.pool.run(
+                partition_file, path, task.filetype, profile, pages, task.filename,
+                timeout_s=ctx.settings.partition_timeout_s)
+        except EmptyDocument:
+            if task.parts <= 1:
+                raise
+            elements = []  # blank pages in this range; the join decides for the document
     key = elements_key(task.project, task.document_id, task.version, task.part)
     await store.put_bytes(key, orjson.dumps(elements), "application/json", bucket=task.bucket)
     await ctx.topics.elements.send(key=task.document_id, value=ElementsReady(
@@ -51,11 +58,6 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
         worker=WORKER))
 
 
-def register(app: faust.App, ctx: StageContext) -> None:
-    """Declare the partition agent on ``app``."""
-
-    @app.agent(ctx.topics.partition_tasks, name="partition")
-    async def partition(stream: faust.StreamT[PartitionTask]) -> None:
-        async for task in stream:
-            await run_guarded(ctx.topics, stage=STAGE, source_topic=PARTITION_TASKS.name,
-                              event=task, work=lambda t=task: partition_one(ctx, t))
+def stage(ctx: StageContext) -> Stage:
+    """partition: one task at a time (the parse runs in the process pool)."""
+    return Stage(STAGE, PARTITION_TASKS, partition_one, step=lambda t: f"{STAGE}:{t.part}")

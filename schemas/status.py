@@ -3,6 +3,11 @@
 The sequence number orders transitions: ``seq = version * 100 + rank(status)``, so
 a projection can compare any two events for the same document and never move it
 backwards, whatever order they arrive in, and a duplicate compares equal.
+
+A version has ONE terminal state: COMPLETED and FAILED share a rank (90), so the
+first to be projected stays; the pipeline only ever emits one of them per version
+(the outcome is claimed in the ledger first, adapters/version_ledger.py).  DELETED
+(99) supersedes either; a newer version supersedes everything of an older one.
 """
 from __future__ import annotations
 
@@ -31,8 +36,9 @@ class DocumentStatus(str, enum.Enum):
 
     @property
     def rank(self) -> int:
-        """1-based position in pipeline order (DELETED is last)."""
-        return list(DocumentStatus).index(self) + 1
+        """Order within a version: 1..7 in pipeline order, 90 for both terminal
+        outcomes (COMPLETED, FAILED: one per version, the first stays), 99 DELETED."""
+        return _RANKS[self]
 
     @property
     def terminal(self) -> bool:
@@ -41,6 +47,8 @@ class DocumentStatus(str, enum.Enum):
 
 
 TERMINAL = frozenset({DocumentStatus.COMPLETED, DocumentStatus.FAILED, DocumentStatus.DELETED})
+_RANKS = {s: i + 1 for i, s in enumerate(DocumentStatus) if s not in TERMINAL}
+_RANKS.update({DocumentStatus.COMPLETED: 90, DocumentStatus.FAILED: 90, DocumentStatus.DELETED: 99})
 
 
 def sequence(version: int, status: DocumentStatus) -> int:

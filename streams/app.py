@@ -1,8 +1,12 @@
-"""The Faust app factory: one app per worker process, for a chosen set of stages.
+"""The Faust app factory: one app — one consumer group — per stage.
 
-``create_app(["partition"])`` builds the app ``ragstream-partition``: its own
-consumer group, so each stage scales independently (Procfile).  ``create_app(ALL)``
-builds ``ragstream`` with every agent in one worker, for development.
+``create_app("partition")`` builds the app ``ragstream-partition``.  The consumer
+group of a stage is the same whatever the deployment shape (all stages under one
+``ragstream worker``, one process per stage from the Procfile, Kubernetes
+Deployments), so its committed offsets survive a redeploy from one shape to
+another and nothing is re-read unless a replay asks for it (issue 8, failure 2).
+``ragstream worker`` with several stages runs one process per stage
+(streams/worker.py) rather than one app with several groups, which Faust cannot do.
 """
 from __future__ import annotations
 
@@ -14,40 +18,51 @@ import schemas  # noqa: F401  (registers the orjson codec)
 from streams import broker_quirks
 from streams.settings import Settings, get_settings
 
-STAGES: tuple[str, ...] = ("normalize", "partition", "chunk", "enhance", "embed", "index", "project", "notify")
+# ``projection`` writes the status changelog into PostgreSQL (it was ``project``,
+# which collided with "project" the tenant).
+STAGES: tuple[str, ...] = ("normalize", "partition", "chunk", "enhance", "embed", "index",
+                           "projection", "notify")
+GROUP_PREFIX = "ragstream-"
 
 
 class UnknownStage(ValueError):
     """A stage name that is not in STAGES."""
 
 
-def app_id(stages: Sequence[str]) -> str:
-    """Consumer-group id: ``ragstream`` for all stages, ``ragstream-{a}-{b}`` otherwise."""
-    chosen = [s for s in STAGES if s in stages]
+def check_stages(stages: Sequence[str]) -> list[str]:
+    """``stages`` in pipeline order; raises UnknownStage for a name not in STAGES."""
     if unknown := set(stages) - set(STAGES):
         raise UnknownStage(f"unknown stage(s) {sorted(unknown)}; choose from {list(STAGES)}")
-    return "ragstream" if len(chosen) == len(STAGES) else "ragstream-" + "-".join(chosen)
+    return [s for s in STAGES if s in stages]
 
 
-def create_app(stages: Sequence[str] = STAGES, settings: Settings | None = None) -> faust.App:
-    """A Faust app with the agents of ``stages`` registered (see agents/)."""
+def app_id(stage: str) -> str:
+    """Consumer-group id of one stage: ``ragstream-{stage}``, stable across deployments."""
+    check_stages([stage])
+    return GROUP_PREFIX + stage
+
+
+def create_app(stage: str, settings: Settings | None = None) -> faust.App:
+    """A Faust app running the agent of one ``stage`` (see agents/)."""
     settings = settings or get_settings()
-    ident = app_id(stages)
+    ident = app_id(stage)
     datadir = settings.data_dir / "faust" / ident
     datadir.mkdir(parents=True, exist_ok=True)
     app = faust.App(
         ident,
         broker=f"kafka://{settings.kafka_bootstrap}",
-        value_serializer="orjson",
+        value_serializer="raw",
         key_serializer="raw",
         datadir=str(datadir),
         topic_partitions=settings.topic_partitions,
         web_enabled=False,
         autodiscover=False,
+        # a stage's group is new only on the first deployment (ids are stable), when
+        # everything already on its topic is work still to do
         consumer_auto_offset_reset="earliest",
         **broker_quirks.faust_settings(),
     )
     from agents import register  # imported late: agents import this module's names
 
-    register(app, stages, settings)
+    register(app, stage, settings)
     return app

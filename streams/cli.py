@@ -56,12 +56,13 @@ def _mount() -> None:
 @app.command()
 def worker(stages: str = typer.Option("all", help="comma-separated stages, or 'all'"),
            loglevel: str = typer.Option("warning")) -> None:
-    """Run Faust agents: every stage in one consumer group, or the chosen ones."""
+    """Run stage workers: one stage in this process (its consumer group
+    ``ragstream-<stage>``), or several/all as one supervised process per stage."""
     from streams.app import STAGES
     from streams.worker import run_worker
 
     chosen = list(STAGES) if stages == "all" else [s.strip() for s in stages.split(",") if s.strip()]
-    run_worker(chosen, loglevel=loglevel)
+    raise typer.Exit(run_worker(chosen, loglevel=loglevel))
 
 
 triton_app = typer.Typer(help="The local Triton Inference Server (model repository in triton/).",

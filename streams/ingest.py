@@ -78,18 +78,25 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
     The shared tail of the CLI (a local file) and the HTTP API (a body streamed to a
     staging object, or an object referenced in S3).  Same bytes as the latest version
     → nothing is stored or sent (``queued=False``, ``reason="unchanged"``) unless
-    ``force``.  ``result.path`` is ``Path(filename)``.
+    ``force`` — or unless that version's events were never sent (an earlier attempt
+    lost the broker after registering it): then this call sends them.
+    ``result.path`` is ``Path(filename)``.  Raises DocumentIdInUse when the id
+    belongs to another project, and the broker's errors when it is unreachable
+    (the version stays registered and unqueued: a retry or the normalize worker's
+    sweep sends it).
     """
     alias_name(project)
     document_id = document_id or default_document_id(project, filename)
     ext = Path(filename).suffix.lstrip(".").lower()
     alloc = await metadata.register_version(
         document_id=document_id, project=project, category=category, filename=filename,
-        sha256=sha256, size=size,
+        sha256=sha256, size=size, callback_url=callback_url, content_type=content_type,
         raw_key_for=lambda v: raw_key(project, category, v, document_id, ext))
-    if not alloc.created and not force:
+    if not alloc.created and alloc.queued and not force:
         return IngestResult(Path(filename), document_id, alloc.version, False, "unchanged",
                             raw_key=alloc.raw_key)
+    # a new version, a forced re-send, or a version whose first upload never got its
+    # events out (outbox: queued_at is set only once the broker acknowledged them)
     if alloc.created or not await store.exists(alloc.raw_key):
         await put_raw(alloc.raw_key)
     event = UploadEvent(
@@ -101,18 +108,22 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
         document_id, alloc.version, DocumentStatus.QUEUED, stage="upload", project=project,
         filename=filename, callback_url=callback_url))
     await send_record(producer, UPLOADS, document_id, event)
+    await metadata.mark_queued(document_id, alloc.version)
     return IngestResult(Path(filename), document_id, alloc.version, True, raw_key=alloc.raw_key)
 
 
 async def queue_delete(*, document_id: str, version: int, project: str, category: str,
                        filename: str, bucket: str, key: str, sha256: str, size: int,
-                       producer, callback_url: Optional[str] = None) -> UploadEvent:
+                       producer, metadata: Metadata, callback_url: Optional[str] = None) -> UploadEvent:
     """Produce a delete request (``action="delete"``) for a document.
 
-    normalize applies it: the document's chunks leave Milvus, its objects leave
-    storage, and its status becomes DELETED at ``version`` (the latest).  Returns the
-    event sent.
+    The tombstone (every version up to ``version``, the latest) is written to the
+    ledger first, so work in flight for those versions stops and whatever it indexes
+    afterwards is removed again (agents/index.py); then normalize applies the
+    request: the chunks leave Milvus, the objects of every version leave storage,
+    and the status becomes DELETED.  Returns the event sent.
     """
+    await metadata.ledger.record_deletion(document_id, project, version)
     event = UploadEvent(
         document_id=document_id, version=version, action=DELETE, project=project,
         category=category, filename=filename, bucket=bucket, key=key, sha256=sha256,

@@ -3,7 +3,10 @@
 1. Dense retrieval: embed the query (Triton's ``embedder_online`` model: max batch
    32, 2 ms queue delay, with a short deadline; the in-process ONNX embedder — the
    same graph, cosine ≥ 0.999999 — when Triton does not answer), take the top
-   ``max(4k, 20)`` chunks from Milvus.
+   ``max(4k, 20)`` chunks from Milvus, keeping only chunks of each document's
+   CURRENT version — its newest COMPLETED version not deleted, from the ledger —
+   so a superseded, failed, deleted or still-running version is never returned
+   (the candidate window doubles, up to ``MAX_CANDIDATES``, until k remain).
 2. A lexical ranking of those candidates (query-term overlap, IDF-weighted within
    the candidate set).
 3. The cross-encoder reranker on Triton orders the candidates when its weights are
@@ -56,6 +59,31 @@ def reranker_weights_present(settings: Settings) -> bool:
     return (root / "model.onnx").is_file()
 
 
+MAX_CANDIDATES = 1024
+
+
+async def current_candidates(vector: list[float], *, project: str, want: int,
+                             settings: Settings) -> list[dict[str, Any]]:
+    """Up to ``want`` dense candidates (best first) that belong to their document's
+    current version (adapters/version_ledger.py ``current_versions``)."""
+    from adapters.metadata import Metadata
+
+    store = VectorStore(settings.milvus_uri)
+    limit = want
+    try:
+        async with Metadata(settings.pg_dsn) as metadata:
+            while True:
+                hits = await store.search(project, vector, k=limit)
+                current = await metadata.ledger.current_versions(
+                    sorted({h["document_id"] for h in hits}))
+                kept = [h for h in hits if current.get(h["document_id"]) == h["version"]]
+                if len(kept) >= want or len(hits) < limit or limit >= MAX_CANDIDATES:
+                    return kept[:want]
+                limit = min(limit * 2, MAX_CANDIDATES)
+    finally:
+        store.close()
+
+
 QUERY_DEADLINE_S = 2.0  # online embedding of one query through Triton
 
 
@@ -87,11 +115,8 @@ async def search(query: str, *, project: str, k: int, settings: Settings,
     from adapters.reranker import TritonReranker, rerank
 
     vector, query_embedder = await embed_query(query, settings)
-    store = VectorStore(settings.milvus_uri)
-    try:
-        candidates = await store.search(project, vector.tolist(), k=max(4 * k, 20))
-    finally:
-        store.close()
+    candidates = await current_candidates(vector.tolist(), project=project,
+                                          want=max(4 * k, 20), settings=settings)
     if not candidates:
         return SearchResult([], False, "no candidates")
     by_id = {c["chunk_id"]: c for c in candidates}

@@ -86,6 +86,12 @@ class Settings(BaseSettings):
     stage_workers: int = 1  # processes in the blocking-work pool per worker
     convert_timeout_s: float = 120.0
     partition_timeout_s: float = 3600.0
+    # how long a stage keeps retrying one event through transient outages (broker,
+    # S3, PostgreSQL, Milvus, Triton) before its document FAILS "timeout after N s"
+    document_deadline_s: float = 3600.0
+    # the normalize worker re-sends versions whose upload events were never sent
+    # (uploader crashed or lost the broker half-way) once they are this old
+    upload_sweep_after_s: float = 120.0
 
     # HTTP API (streams/api): listen address, the largest upload accepted (bytes;
     # larger → 413, nothing stored), buckets that uploads may reference besides

@@ -46,7 +46,10 @@ def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, pro
     assert {e.status for e in outcome.last.values()} == {"COMPLETED"}, outcome.last
     assert len(outcome.last) == len(files)
     # the worker's /metrics show the retries and the batches that went through
-    metrics = httpx.get(f"http://127.0.0.1:{WORKER_METRICS_PORT}/metrics", timeout=10).text
+    from streams.worker import stage_metrics_port
+
+    port = stage_metrics_port(WORKER_METRICS_PORT, "embed")  # the embed stage's process
+    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     retries = [l for l in metrics.splitlines() if l.startswith("ragstream_triton_retries_total")]
     assert retries and float(retries[0].split()[-1]) > 0, retries
     assert "ragstream_triton_batch_size_bucket" in metrics

@@ -77,6 +77,6 @@ STAGE_TOPICS: dict[str, tuple[TopicSpec, Optional[TopicSpec]]] = {
     "enhance": (CHUNKS, ENHANCED),
     "embed": (ENHANCED, EMBEDDINGS),
     "index": (EMBEDDINGS, None),
-    "project": (STATUS, None),
+    "projection": (STATUS, None),
     "notify": (STATUS, None),
 }

@@ -414,7 +414,7 @@ async def delete_document(document_id: str,
         document_id=document_id, version=version_row["version"], project=project,
         category=version_row["category"], filename=version_row["filename"],
         bucket=state.store.bucket, key=version_row["raw_key"], sha256=version_row["sha256"],
-        size=version_row["size"], producer=state.producer,
+        size=version_row["size"], producer=state.producer, metadata=state.metadata,
         callback_url=callback_url or row.get("callback_url"))
     return DeleteAccepted(document_id=document_id, version=version_row["version"],
                           status_url=status_url(document_id))

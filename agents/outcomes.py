@@ -1,0 +1,65 @@
+"""Terminal outcomes of a document version: failing, completing, announcing.
+
+A version ends once: the outcome is claimed in the ledger first
+(adapters/version_ledger.py, first writer wins), then its status event is sent and
+the claim marked announced.  A crash between claim and announcement is healed by the
+next event of that version that reaches any stage (agents/runner.py re-announces).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+from adapters.version_ledger import Outcome
+from agents.context import StageContext
+from schemas import DeadLetter, DocumentStatus
+
+log = logging.getLogger(__name__)
+
+
+async def announce(ctx: StageContext, ref: Any, outcome: Outcome, *, stage: str) -> None:
+    """Send the status event of a claimed outcome and mark it announced.
+
+    COMPLETED first removes the document's older versions from Milvus, so search
+    holds only the current version once the event is out.  ``ref`` is any record
+    of the version (document_id, version, project, filename, callback_url).
+    """
+    ledger = (await ctx.resources.metadata()).ledger
+    if outcome.outcome == DocumentStatus.COMPLETED.value:
+        await ctx.resources.vectors.delete_versions_below(ref.project, ref.document_id, ref.version)
+        await ctx.emit(ref, DocumentStatus.COMPLETED, stage=stage, chunks_total=outcome.chunks,
+                       chunks_done=outcome.chunks)
+    else:
+        await ctx.resources.vectors.delete_version(ref.project, ref.document_id, ref.version)
+        await ctx.emit(ref, DocumentStatus.FAILED, stage=stage, error=outcome.reason)
+    await ledger.mark_announced(ref.document_id, ref.version)
+
+
+async def complete_version(ctx: StageContext, ref: Any, *, chunks: int, stage: str) -> None:
+    """Claim COMPLETED for ``ref``'s version with ``chunks`` indexed, and announce it
+    (unless the version already FAILED, or was announced before)."""
+    ledger = (await ctx.resources.metadata()).ledger
+    outcome = await ledger.claim_outcome(document_id=ref.document_id, version=ref.version,
+                                         project=ref.project, outcome="COMPLETED", chunks=chunks)
+    if not outcome.announced:
+        await announce(ctx, ref, outcome, stage=stage)
+
+
+async def fail_version(ctx: StageContext, ref: Any, *, stage: str, source_topic: str, error: str,
+                       attempts: int, payload: Optional[dict] = None) -> None:
+    """Fail ``ref``'s version with ``error``: claim FAILED, dead-letter the event,
+    announce FAILED.  A version that already COMPLETED stays COMPLETED (the error
+    is logged and the event dead-lettered for inspection, nothing else)."""
+    ledger = (await ctx.resources.metadata()).ledger
+    outcome = await ledger.claim_outcome(document_id=ref.document_id, version=ref.version,
+                                         project=ref.project, outcome="FAILED", reason=error)
+    await ctx.topics.dead_letters.send(key=ref.document_id, value=DeadLetter(
+        document_id=ref.document_id, version=ref.version, stage=stage, source_topic=source_topic,
+        error=error, attempts=attempts, payload=payload or {}, at=time.time()))
+    if outcome.outcome != "FAILED":
+        log.warning("%s: %s v%s failed after it %s: %s", stage, ref.document_id, ref.version,
+                    outcome.outcome, error)
+        return
+    if not outcome.announced:
+        await announce(ctx, ref, outcome, stage=stage)

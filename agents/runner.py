@@ -1,0 +1,283 @@
+"""The stage runner: every agent is a declaration (:class:`Stage`) plus a work function.
+
+For each event of its source topic the runner
+
+1. decodes the raw bytes (schemas.decode); a poison record goes to the dead-letter
+   topic with its reason and the stream moves on (issue 8, failure 8);
+2. asks the ledger whether the work is still wanted (``guard``): events of a
+   superseded, deleted or already finished version are skipped, and an outcome
+   claimed but never announced (a crash in between) is announced now
+   (failures 2, 3, 5);
+3. runs the work under the one retry policy (agents/retry_policy.py): transient
+   errors wait with backoff up to the document deadline, permanent ones fail the
+   version (ledger claim, dead letter, FAILED status) without stopping the stream;
+4. counts it in the stage metrics.
+
+Batched stages get a list of events (``stream.take_events``); a batch that fails
+permanently is retried one document at a time so one bad document fails alone.
+Nothing here raises out of the agent except CancelledError (shutdown/rebalance),
+so Faust never restarts an agent over one event and never skips an unfinished one.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional, Sequence
+
+import faust
+
+from agents.context import StageContext
+from agents.outcomes import announce, fail_version
+from agents.retry_policy import RetryState, classify
+from schemas import DeadLetter
+from schemas.dead_letter import undecodable_dead_letter
+from schemas.decode import UndecodableRecord, decode_event
+from stages.errors import DocumentError
+from streams.metrics import STAGE_EVENTS, STAGE_SECONDS
+from topics.catalogue import TopicSpec
+
+log = logging.getLogger(__name__)
+
+Work = Callable[[StageContext, Any], Awaitable[None]]
+BatchWork = Callable[[StageContext, Sequence[Any]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage's declaration.
+
+    ``name``: stage (and agent) name; ``source``: the topic it consumes; ``work``:
+    ``async (ctx, record)`` — or ``async (ctx, records)`` when ``batch`` is
+    ``(max events, window seconds)``; ``guard``: skip events of versions whose work
+    is no longer wanted (off for the status-topic consumers); ``fails_documents``:
+    a permanent error fails the event's document version (off for projection and
+    notify, whose permanent errors are dead-lettered and never fail a document);
+    ``deadline``: transient errors are retried this long (None: the
+    ``document_deadline_s`` setting; ``float('inf')``: forever); ``unguarded``:
+    records for which the guard is not asked (e.g. delete requests); ``step``:
+    the ledger step a record's work completes (``step(record) -> name``): work whose
+    step is done is skipped, and the step is marked after the work succeeds, so a
+    redelivered event (a worker killed before its offset was committed) is not
+    worked on twice.
+    """
+
+    name: str
+    source: TopicSpec
+    work: Callable[..., Awaitable[None]]
+    batch: Optional[tuple[int, float]] = None
+    guard: bool = True
+    fails_documents: bool = True
+    deadline: Optional[float] = None
+    unguarded: Optional[Callable[[Any], bool]] = None
+    step: Optional[Callable[[Any], str]] = None
+
+
+    def unguarded_record(self, record: Any) -> bool:
+        """True when the guard (and the step check) is not asked for ``record``."""
+        return bool(self.unguarded and self.unguarded(record))
+
+
+def declare(app: faust.App, ctx: StageContext, stage: Stage) -> None:
+    """Register ``stage`` as a Faust agent on ``app``."""
+    raw = app.topic(stage.source.name, key_serializer="raw", value_serializer="raw")
+    runner = _Runner(ctx, stage)
+
+    if stage.batch:
+        size, within = stage.batch
+
+        @app.agent(raw, name=stage.name)
+        async def batched(stream: faust.StreamT) -> None:
+            async for events in stream.take_events(size, within=within):
+                await runner.handle_batch([(e.key, e.value) for e in events])
+    else:
+        @app.agent(raw, name=stage.name)
+        async def single(stream: faust.StreamT) -> None:
+            async for event in stream.events():
+                await runner.handle_one(event.key, event.value)
+
+
+class _Runner:
+    def __init__(self, ctx: StageContext, stage: Stage):
+        self.ctx, self.stage = ctx, stage
+        deadline = stage.deadline if stage.deadline is not None else ctx.settings.document_deadline_s
+        self.deadline = None if deadline == float("inf") else deadline
+
+    # -- decoding -------------------------------------------------------------------
+    async def decode(self, key: Optional[bytes], value: Optional[bytes]) -> Any:
+        """The record, or None after dead-lettering a poison one."""
+        try:
+            return decode_event(self.stage.source.value_type, value)
+        except UndecodableRecord as exc:
+            STAGE_EVENTS.labels(self.stage.name, "undecodable").inc()
+            log.warning("%s: undecodable record (key %r) dead-lettered: %s", self.stage.name, key, exc)
+            await self.forever(lambda: self.ctx.topics.dead_letters.send(
+                key=(key or b"").decode("utf-8", "replace"),
+                value=undecodable_dead_letter(stage=self.stage.name,
+                                              source_topic=self.stage.source.name, key=key,
+                                              raw=value, reason=f"undecodable: {exc}")))
+            return None
+
+    # -- the guard ------------------------------------------------------------------
+    async def wanted(self, record: Any) -> bool:
+        """False when the record's version must not be worked on (and heal an
+        unannounced outcome on the way)."""
+        if not self.stage.guard or self.stage.unguarded_record(record):
+            return True
+        ledger = (await self.ctx.resources.metadata()).ledger
+        state = await ledger.state(record.document_id, record.version)
+        reason = state.skip_reason
+        if reason is None:
+            return True
+        if state.outcome is not None and not state.outcome.announced and not state.deleted \
+                and not state.superseded:
+            await announce(self.ctx, record, state.outcome, stage=self.stage.name)
+        STAGE_EVENTS.labels(self.stage.name, "skipped").inc()
+        log.info("%s: skip %s v%s (%s)", self.stage.name, record.document_id, record.version, reason)
+        return False
+
+    # -- retries --------------------------------------------------------------------
+    async def forever(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()`` retried while it fails transiently, without a deadline (ledger
+        writes, dead letters and status events must not be lost)."""
+        state = RetryState(None)
+        while True:
+            state.attempts += 1
+            try:
+                return await call()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                if classify(exc) != "transient":
+                    raise
+                delay = state.next_delay(exc) or 1.0
+                log.warning("%s: %s; retrying in %.1f s", self.stage.name, exc, delay)
+                await asyncio.sleep(delay)
+
+    async def attempt(self, call: Callable[[], Awaitable[None]], *, deadline: Optional[float]
+                      ) -> tuple[Optional[BaseException], RetryState]:
+        """Run ``call()`` under the retry policy; returns (None, state) on success,
+        (the error that ends it, state) otherwise."""
+        state = RetryState(deadline)
+        while True:
+            state.attempts += 1
+            try:
+                await call()
+                return None, state
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 — classified below
+                delay = state.next_delay(exc)
+                if delay is None:
+                    if classify(exc) == "transient":
+                        exc = _DeadlineExceeded(f"timeout after {state.elapsed():.0f} s "
+                                                f"(last error: {type(exc).__name__}: {exc})")
+                    return exc, state
+                STAGE_EVENTS.labels(self.stage.name, "retried").inc()
+                log.warning("%s: attempt %d failed (%s: %s); retrying in %.1f s",
+                            self.stage.name, state.attempts, type(exc).__name__, exc, delay)
+                await asyncio.sleep(delay)
+
+    # -- one event ------------------------------------------------------------------
+    async def handle_one(self, key: Optional[bytes], value: Optional[bytes]) -> None:
+        """Decode, guard, work, and fail the version when the work cannot succeed."""
+        record = await self.decode(key, value)
+        if record is None:
+            return
+        started = time.perf_counter()
+        if not await self.forever(lambda: self.wanted(record)):
+            return
+        if self.stage.step and not self.stage.unguarded_record(record):
+            step = self.stage.step(record)
+            ledger = (await self.ctx.resources.metadata()).ledger
+            if await self.forever(lambda: ledger.step_done(record.document_id, record.version, step)):
+                STAGE_EVENTS.labels(self.stage.name, "skipped").inc()
+                return
+
+            async def work() -> None:
+                await self.stage.work(self.ctx, record)
+                await ledger.mark_step(record.document_id, record.version, step)
+        else:
+            async def work() -> None:
+                await self.stage.work(self.ctx, record)
+        error, state = await self.attempt(work, deadline=self.deadline)
+        await self.finish(record, error, state, started)
+
+    async def finish(self, record: Any, error: Optional[BaseException], state: RetryState,
+                     started: float) -> None:
+        """Metrics for a success; the failure path for an error."""
+        if error is None:
+            STAGE_EVENTS.labels(self.stage.name, "ok").inc()
+            STAGE_SECONDS.labels(self.stage.name).observe(time.perf_counter() - started)
+            return
+        STAGE_EVENTS.labels(self.stage.name, "failed").inc()
+        reason = reason_of(error, self.stage.name)
+        if not isinstance(error, DocumentError):
+            log.error("%s failed for %s v%s: %s", self.stage.name, getattr(record, "document_id", "?"),
+                      getattr(record, "version", "?"), reason, exc_info=error)
+        if not self.stage.fails_documents:
+            await self.forever(lambda: self.ctx.topics.dead_letters.send(
+                key=record.document_id, value=DeadLetter(
+                    document_id=record.document_id, version=record.version, stage=self.stage.name,
+                    source_topic=self.stage.source.name, error=reason, attempts=state.attempts,
+                    payload=record.asdict(), at=time.time())))
+            return
+        await self.forever(lambda: fail_version(
+            self.ctx, record, stage=self.stage.name, source_topic=self.stage.source.name,
+            error=reason, attempts=state.attempts, payload=record.asdict()))
+
+    # -- a batch --------------------------------------------------------------------
+    async def handle_batch(self, items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
+        """Decode and guard each event, run the batch, and on a permanent failure run
+        it again one document version at a time."""
+        records = [r for r in [await self.decode(k, v) for k, v in items] if r is not None]
+        started = time.perf_counter()
+        wanted: dict[tuple[str, int], bool] = {}
+        for r in records:
+            ref = (r.document_id, r.version)
+            if ref not in wanted:
+                wanted[ref] = await self.forever(lambda r=r: self.wanted(r))
+        records = [r for r in records if wanted[(r.document_id, r.version)]]
+        if not records:
+            return
+        error, state = await self.attempt(lambda: self.stage.work(self.ctx, records),
+                                          deadline=self.deadline)
+        if error is None:
+            await self.finish(records[0], None, state, started)
+            return
+        if isinstance(error, _DeadlineExceeded):  # a dependency stayed away too long
+            for record in _one_per_version(records):
+                await self.finish(record, error, state, started)
+            return
+        log.warning("%s: batch of %d failed (%s); retrying per document", self.stage.name,
+                    len(records), error)
+        by_version: dict[tuple[str, int], list] = {}
+        for r in records:
+            by_version.setdefault((r.document_id, r.version), []).append(r)
+        for group in by_version.values():
+            err, st = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),
+                                         deadline=self.deadline)
+            await self.finish(group[0], err, st, started)
+
+
+class _DeadlineExceeded(DocumentError):
+    """Transient errors lasted past the document deadline."""
+
+
+def _one_per_version(records: Sequence[Any]) -> list[Any]:
+    seen: dict[tuple[str, int], Any] = {}
+    for r in records:
+        seen.setdefault((r.document_id, r.version), r)
+    return list(seen.values())
+
+
+def reason_of(exc: BaseException, stage: str) -> str:
+    """A readable reason: a DocumentError's own reason, else ``stage: Type: message``."""
+    if isinstance(exc, DocumentError):
+        return exc.reason
+    from stages.pool import StageTimeout, WorkerCrashed
+
+    if isinstance(exc, (StageTimeout, WorkerCrashed)):
+        return f"{stage}: {exc}"
+    return f"{stage}: {type(exc).__name__}: {exc}"
