@@ -8,6 +8,7 @@
     ragstream partition FILE            elements of one file as JSON lines
     ragstream eval tables PDF TRUTH.csv cell accuracy of recovered tables
     ragstream profiles list|set|delete  category profiles in PostgreSQL
+    ragstream dlq list|redrive          dead letters: inspect, re-send their original messages
     ragstream demo                      the whole thing on generated sample documents
 """
 from __future__ import annotations
@@ -42,6 +43,9 @@ def _mount() -> None:
     from streams.profiles_cli import profiles_app
 
     app.add_typer(profiles_app, name="profiles")  # ragstream profiles list|set|delete
+    from streams.dlq_cli import dlq_app
+
+    app.add_typer(dlq_app, name="dlq")  # ragstream dlq list|redrive
     from streams.api_cli import mount as mount_api
 
     mount_api(app)  # ragstream api, ragstream apikey

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from typing import AsyncIterator, Optional
 
 import faust
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from schemas import StatusEvent
 from streams import broker_quirks
@@ -55,5 +55,55 @@ async def tail_status(bootstrap: str, *, from_beginning: bool = True,
             for messages in batches.values():
                 for msg in messages:
                     yield StatusEvent.loads(msg.value)
+    finally:
+        await consumer.stop()
+
+
+async def send_raw(prod: AIOKafkaProducer, topic: str, key: Optional[bytes],
+                   value: Optional[bytes]) -> tuple[int, int]:
+    """Send ``value`` bytes as they are to ``topic`` keyed by ``key``; waits for the
+    acknowledgement and returns the record's (partition, offset)."""
+    meta = await prod.send_and_wait(topic, key=key, value=value)
+    return meta.partition, meta.offset
+
+
+async def read_topic(bootstrap: str, topic: str, *,
+                     timeout_s: float = 30.0) -> AsyncIterator[ConsumerRecord]:
+    """Yield every record of ``topic`` present when called (in offset order within each
+    partition), then stop: no consumer group, nothing committed.
+
+    The end is each partition's end offset read at the start, exact on the embedded
+    broker because every producer sends single-record batches (``broker_quirks``).
+    Raises ``KeyError`` when the broker does not know ``topic`` and ``TimeoutError``
+    when the records up to those end offsets have not all arrived within
+    ``timeout_s`` seconds.
+    """
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        auto_offset_reset="earliest", client_id=f"ragstream-read-{uuid.uuid4().hex[:8]}")
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():
+            raise KeyError(f"topic {topic} does not exist on {bootstrap}")
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        consumer.assign(partitions)
+        ends = await consumer.end_offsets(partitions)
+        starts = await consumer.beginning_offsets(partitions)
+        pending = {tp for tp in partitions if ends[tp] > starts[tp]}
+        for tp in pending:
+            consumer.seek(tp, starts[tp])
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{topic}: records up to the end offsets did not arrive in {timeout_s:g} s")
+            batches = await consumer.getmany(*pending, timeout_ms=int(min(remaining, 0.5) * 1000))
+            for tp, messages in sorted(batches.items(), key=lambda item: item[0].partition):
+                for msg in messages:
+                    if msg.offset < ends[tp]:
+                        yield msg
+            for tp in list(pending):
+                if await consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
     finally:
         await consumer.stop()
