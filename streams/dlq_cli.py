@@ -21,9 +21,11 @@ nothing. The dead-letter topic is append-only: a redriven dead letter stays list
 Re-driving the same dead letter twice sends the message twice; that duplicates no
 work downstream, because delivery is at-least-once and every sink is idempotent
 (deterministic object keys and chunk ids, Milvus upserts, a status projection that
-only moves forward). One consequence of the last: a version whose status is already
-FAILED stays FAILED in the projection even when its redriven event now succeeds
-(COMPLETED ranks below FAILED); re-ingest the file to get a new version instead.
+only moves forward). A version that already ended FAILED keeps that one outcome:
+re-driving its events does not revive it (re-ingest the file to make a new version).
+Redrive is for messages whose version never got an outcome: undecodable (poison)
+records once a consumer can read them, and dead letters of stages that do not fail
+documents.
 """
 from __future__ import annotations
 
