@@ -32,9 +32,10 @@ instantiate another class.
 """
 from __future__ import annotations
 
+import functools
 import types
 import typing
-from typing import Any, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import faust
 import orjson
@@ -96,25 +97,19 @@ def record_from_dict(value_type: type[R], data: dict[str, Any]) -> R:
 
     Same rules and errors as :func:`decode_event` after JSON parsing.
     """
-    options = value_type._options
-    fields: dict[str, Any] = options.fields
-    defaults: dict[str, Any] = options.defaults
-    missing = [name for name in fields if name not in defaults and name not in data]
+    required, checks, supported = _plan(value_type)
+    missing = [name for name in required if name not in data]
     if missing:
         raise UndecodableRecord(f"missing field(s) {', '.join(missing)}")
     kwargs: dict[str, Any] = {}
-    for name, annotation in fields.items():
-        if name not in data:
-            continue
-        value = data[name]
-        ok, value = _conform(value, annotation)
-        if not ok:
-            raise UndecodableRecord(
-                f"field {name}: expected {_type_name(annotation)}, got {_json_type(data[name])}")
-        kwargs[name] = value
-    if "schema_version" in fields:
-        version = kwargs.get("schema_version", defaults.get("schema_version", 1))
-        supported = supported_schema_version(value_type)
+    for name, check, expected in checks:
+        if name in data:
+            ok, value = check(data[name])
+            if not ok:
+                raise UndecodableRecord(f"field {name}: expected {expected}, got {_json_type(data[name])}")
+            kwargs[name] = value
+    if supported is not None:
+        version = kwargs.get("schema_version", 1)
         if version > supported:
             raise UndecodableRecord(f"schema_version {version} is newer than supported {supported}")
         if version < 1:
@@ -125,37 +120,58 @@ def record_from_dict(value_type: type[R], data: dict[str, Any]) -> R:
         raise UndecodableRecord(f"invalid {value_type.__name__}: {exc}") from None
 
 
-def _conform(value: Any, annotation: Any) -> tuple[bool, Any]:
-    """(whether ``value`` fits ``annotation``, the value to store: ints made floats)."""
+_Check = Callable[[Any], "tuple[bool, Any]"]
+
+
+@functools.lru_cache(maxsize=None)
+def _plan(value_type: type[faust.Record]) -> tuple[tuple[str, ...], tuple[tuple[str, _Check, str], ...],
+                                                   Optional[int]]:
+    """Per record type, computed once: (required field names in declaration order,
+    (name, checker, expected type name) per field, supported schema_version or None
+    when the type has no ``schema_version`` field)."""
+    fields: dict[str, Any] = value_type._options.fields
+    defaults: dict[str, Any] = value_type._options.defaults
+    required = tuple(name for name in fields if name not in defaults)
+    checks = tuple((name, _checker(annotation), _type_name(annotation)) for name, annotation in fields.items())
+    supported = supported_schema_version(value_type) if "schema_version" in fields else None
+    return required, checks, supported
+
+
+def _checker(annotation: Any) -> _Check:
+    """A function value → (whether it fits ``annotation``, the value to store: ints
+    made floats) for one field's annotation."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(annotation)
-        if value is None:
-            return type(None) in args, None
-        for arg in args:
-            if arg is not type(None):
-                ok, conformed = _conform(value, arg)
+        nullable = type(None) in args
+        inner = [_checker(a) for a in args if a is not type(None)]
+
+        def union(value: Any) -> tuple[bool, Any]:
+            if value is None:
+                return nullable, None
+            for check in inner:
+                ok, conformed = check(value)
                 if ok:
                     return True, conformed
-        return False, value
+            return False, value
+        return union
     base = origin or annotation
     if base is typing.Any or not isinstance(base, type):
-        return True, value
+        return lambda value: (True, value)
     if base is bool:
-        return isinstance(value, bool), value
+        return lambda value: (isinstance(value, bool), value)
     if base is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
+        return lambda value: (isinstance(value, int) and not isinstance(value, bool), value)
     if base is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return False, value
-        return True, float(value)
-    if base is str:
-        return isinstance(value, str), value
-    if issubclass(base, list):
-        return isinstance(value, list), value
-    if issubclass(base, dict):
-        return isinstance(value, dict), value
-    return True, value  # nested records and other types: left to the record
+        def to_float(value: Any) -> tuple[bool, Any]:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return False, value
+            return True, float(value)
+        return to_float
+    for json_type in (str, list, dict):
+        if issubclass(base, json_type):
+            return lambda value, t=json_type: (isinstance(value, t), value)
+    return lambda value: (True, value)  # nested records and other types: left to the record
 
 
 def _type_name(annotation: Any) -> str:

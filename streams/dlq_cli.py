@@ -13,16 +13,19 @@ DeadLetter is listed too, with why.
 with its original key: the original bytes when the dead letter kept them (``raw``,
 always for undecodable records), else the ``payload`` dict validated and serialised
 as the source topic's record. It needs a selector (``--stage``, ``--document``,
-``--offset``) or ``--all``; nothing is sent when any selected dead letter cannot be
+``--offset``) or ``--all`` (which skips records that are not dead letters unless
+named by ``--offset``); nothing is sent when any selected dead letter cannot be
 re-sent (unknown source topic, payload not a valid record), so a redrive is all or
 nothing. The dead-letter topic is append-only: a redriven dead letter stays listed.
 
 Re-driving the same dead letter twice sends the message twice; that duplicates no
 work downstream, because delivery is at-least-once and every sink is idempotent
 (deterministic object keys and chunk ids, Milvus upserts, a status projection that
-only moves forward). One consequence of the last: a version whose status is already
-FAILED stays FAILED in the projection even when its redriven event now succeeds
-(COMPLETED ranks below FAILED); re-ingest the file to get a new version instead.
+only moves forward). A version that already ended FAILED keeps that one outcome:
+re-driving its events does not revive it (re-ingest the file to make a new version).
+Redrive is for messages whose version never got an outcome: undecodable (poison)
+records once a consumer can read them, and dead letters of stages that do not fail
+documents.
 """
 from __future__ import annotations
 
@@ -287,6 +290,8 @@ def redrive_command(
         typer.echo("error: select dead letters with --stage, --document, --offset, or --all", err=True)
         raise typer.Exit(2)
     entries = _read_selected(stage, document, None, offset)
+    if not offset:  # a record that is not a dead letter is re-sent only when named by offset
+        entries = [e for e in entries if e.letter is not None]
     if not entries:
         typer.echo("no dead letters match", err=True)
         raise typer.Exit(1)
