@@ -24,7 +24,6 @@ from stages.normalize import normalize_file
 from topics import UPLOADS
 
 STAGE = "normalize"
-SWEEP_INTERVAL_S = 30.0
 log = logging.getLogger(__name__)
 
 
@@ -116,7 +115,7 @@ def stage(ctx: StageContext) -> Stage:
 def extras(app: faust.App, ctx: StageContext) -> None:
     """The upload-outbox sweep, on the group leader only."""
 
-    @app.timer(interval=SWEEP_INTERVAL_S, on_leader=True)
+    @app.timer(interval=ctx.settings.upload_sweep_interval_s, on_leader=True)
     async def sweep_uploads() -> None:
         try:
             await sweep_unqueued(ctx)

@@ -92,6 +92,7 @@ class Settings(BaseSettings):
     # the normalize worker re-sends versions whose upload events were never sent
     # (uploader crashed or lost the broker half-way) once they are this old
     upload_sweep_after_s: float = 120.0
+    upload_sweep_interval_s: float = 30.0
 
     # HTTP API (streams/api): listen address, the largest upload accepted (bytes;
     # larger → 413, nothing stored), buckets that uploads may reference besides

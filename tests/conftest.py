@@ -96,7 +96,10 @@ def worker(stack):
     from streams.demo import start_worker, stop_worker
 
     proc = start_worker(stack.data_dir / "logs" / "worker.log",
-                        env={"RAGSTREAM_METRICS_PORT": str(WORKER_METRICS_PORT)})
+                        env={"RAGSTREAM_METRICS_PORT": str(WORKER_METRICS_PORT),
+                             # tests/test_delivery.py: the upload-outbox sweep acts fast
+                             "RAGSTREAM_UPLOAD_SWEEP_AFTER_S": "10",
+                             "RAGSTREAM_UPLOAD_SWEEP_INTERVAL_S": "3"})
     time.sleep(2)
     assert proc.poll() is None, "worker exited at start; see .ragstream-test/logs/worker.log"
     yield proc

@@ -11,8 +11,18 @@ def test_chunk_id_is_deterministic():
 
 def test_sequence_orders_versions_then_stages():
     order = [sequence(1, s) for s in DocumentStatus]
-    assert order == sorted(order) and len(set(order)) == len(order)
+    assert order == sorted(order)
+    running = [s for s in DocumentStatus if not s.terminal]
+    assert len({sequence(1, s) for s in running}) == len(running)
     assert sequence(2, DocumentStatus.QUEUED) > sequence(1, DocumentStatus.DELETED)
+
+
+def test_one_terminal_state_per_version():
+    """COMPLETED and FAILED of one version compare equal (the first projected stays);
+    DELETED supersedes both; every terminal state is above every running one."""
+    done, failed = sequence(1, DocumentStatus.COMPLETED), sequence(1, DocumentStatus.FAILED)
+    assert done == failed < sequence(1, DocumentStatus.DELETED)
+    assert done > max(sequence(1, s) for s in DocumentStatus if not s.terminal)
 
 
 def test_records_round_trip_through_orjson():
