@@ -107,6 +107,27 @@ async def test_close_is_bounded_with_a_running_task(tmp_path: Path):
         await call
 
 
+async def test_real_parse_and_its_document_error_cross_the_pool(pool1, tmp_path: Path):
+    """partition_file runs in a pebble worker; a DocumentError keeps its type and reason."""
+    import pypdf
+
+    from stages.errors import EncryptedDocument
+    from stages.partition import partition_file
+    from stages.profiles import DEFAULT_PROFILES
+    from stages.samples import generate_samples
+
+    pdf = generate_samples(tmp_path)[0]
+    profile = DEFAULT_PROFILES["default"]
+    elements = await pool1.run(partition_file, pdf, "pdf", profile, timeout_s=300)
+    assert len({e["metadata"]["page_number"] for e in elements}) >= 3
+    writer = pypdf.PdfWriter(clone_from=pdf)
+    writer.encrypt(user_password="pw", algorithm="AES-128")
+    writer.write(locked := tmp_path / "locked.pdf")
+    with pytest.raises(EncryptedDocument) as info:
+        await pool1.run(partition_file, locked, "pdf", profile, timeout_s=300)
+    assert info.value.permanent and info.value.reason.startswith("encrypted PDF")
+
+
 def test_poll_interval_exceeds_every_stage_deadline():
     """Item 11: a consumer busy with the longest stage task is never evicted from its group."""
     from streams import broker_quirks
