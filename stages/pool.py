@@ -2,18 +2,56 @@
 
 Processes are started with ``spawn`` (a peer pipeline hung forever forking a pool
 after torch/OpenMP threads were loaded, DESIGN.md); each worker limits its own
-thread counts and loads its libraries on first use.  A crashed worker process
-(segfault, OOM kill) breaks the pool: it is rebuilt and the caller gets
-WorkerCrashed for that document only.
+thread counts and loads its libraries on first use.
+
+Per-task isolation (issue 8, item 4).  The pool is a ``pebble.ProcessPool``:
+
+* a call's deadline counts from the moment a worker process *starts* the task
+  (pebble stamps the task when the worker acknowledges it), not from
+  submission, so time spent queued behind other documents is free;
+* on timeout pebble kills only the process running that task and starts a
+  replacement; the caller gets StageTimeout, every other queued or running task
+  carries on;
+* when the process running a task dies (segfault, ``os._exit``, OOM kill),
+  only that call gets WorkerCrashed;
+* cancelling the awaiting coroutine cancels the task: dropped if still queued,
+  its process killed if running.
+
+The previous ``concurrent.futures.ProcessPoolExecutor`` could not do this: one
+dead or killed process broke the whole executor, and every other document in it
+failed "parser process crashed" (observed: a 200-page scan timing out took two
+99-byte text files down with it).
+
+At most ``workers`` tasks are handed to pebble at a time; the rest wait on an
+asyncio semaphore (their deadline has not started).  This keeps large argument
+payloads out of the inter-process pipe and bounds what a pool-wide failure can
+touch.  Pool-wide failures are rare in pebble but exist: when a worker dies
+before the pool has registered the task it just took (a window of a few
+milliseconds, so only for tasks that crash at once), pebble declares the whole
+pool broken and fails every task in it with ``BrokenProcessPool``.  Such calls
+cannot tell culprit from bystander, so each is re-run once on a fresh pool; a
+second pool-wide failure is reported as WorkerCrashed.  In the same window with
+other tasks running, pebble loses track of the crashed task, which then ends by
+its deadline (StageTimeout) instead of WorkerCrashed.  A task whose process exits
+with status 0 (``os._exit(0)`` or ``sys.exit()`` in C code) is not reported
+either and also ends by its deadline.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import threading
+import weakref
+from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Optional
+
+from pebble import ProcessExpired, ProcessPool
+from pebble.common.types import RemoteTraceback
+
+log = logging.getLogger(__name__)
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -23,7 +61,11 @@ class WorkerCrashed(RuntimeError):
 
 
 class StageTimeout(TimeoutError):
-    """A task ran longer than its deadline (seconds)."""
+    """A task ran longer than its deadline (seconds, counted from its start)."""
+
+
+class _PoolReset(BrokenProcessPool):
+    """Set on calls still in flight when ``reset(kill=True)``/``close`` stopped the pool."""
 
 
 def _init_worker() -> None:
@@ -33,48 +75,186 @@ def _init_worker() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def _remote(exc: BaseException) -> bool:
+    """True when ``exc`` was raised by the task function itself (in the worker)."""
+    return isinstance(exc.__cause__, RemoteTraceback)
+
+
+async def _completion(future: Future) -> None:
+    """Return once the concurrent ``future`` is done (result or not) without reading it.
+
+    ``asyncio.wrap_future`` would rewrite a ``TimeoutError`` and drop its cause,
+    which tells a deadline kill from a TimeoutError raised by the task.
+    """
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def _wake(_: Future) -> None:
+        loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+
+    future.add_done_callback(_wake)
+    await done
+
+
+def _describe_exit(exc: ProcessExpired) -> str:
+    code = exc.exitcode
+    if code is not None and code < 0:
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
 class BlockingPool:
-    """A spawn-started process pool with per-call deadlines."""
+    """A spawn-started process pool with per-task deadlines and per-task failure.
 
-    def __init__(self, workers: int = 1):
+    ``workers`` processes (at least 1) run tasks; with ``max_tasks`` > 0 each
+    process is replaced after that many tasks (bounds leaks in parser
+    libraries).  ``join_timeout_s`` bounds how long ``close`` waits for running
+    tasks before killing them.  Processes start on the first ``run``.
+    """
+
+    def __init__(self, workers: int = 1, *, max_tasks: int = 0, join_timeout_s: float = 5.0):
         self.workers = max(1, workers)
-        self._pool: Optional[ProcessPoolExecutor] = None
+        self.max_tasks = max(0, max_tasks)
+        self.join_timeout_s = join_timeout_s
+        self._pool: Optional[ProcessPool] = None
+        self._inflight: dict[ProcessPool, set] = {}  # live pebble pool -> its submitted futures
+        self._reset_pools: weakref.WeakSet = weakref.WeakSet()  # stopped by reset()/close()
+        self._lock = threading.Lock()
+        self._slots: Optional[asyncio.Semaphore] = None
+        self._slots_loop: Optional[asyncio.AbstractEventLoop] = None
 
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker)
-        return self._pool
+    # -- pebble pool lifecycle -------------------------------------------------
+    def _current(self) -> ProcessPool:
+        with self._lock:
+            if self._pool is not None and not self._pool.active:  # broken or stopped
+                self._discard_locked(self._pool, kill=True)
+            if self._pool is None:
+                self._pool = ProcessPool(
+                    max_workers=self.workers, max_tasks=self.max_tasks, initializer=_init_worker,
+                    context=multiprocessing.get_context("spawn"))
+                self._inflight[self._pool] = set()
+            return self._pool
 
-    async def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float) -> Any:
-        """Run ``fn(*args)`` in a worker process; its exceptions propagate.
+    def _discard_locked(self, pool: ProcessPool, kill: bool,
+                        deliberate: bool = False) -> Optional[threading.Thread]:
+        """Detach ``pool`` and stop it in a background thread (caller holds the lock).
 
-        Raises StageTimeout after ``timeout_s`` seconds (the pool is rebuilt so the
-        stuck process cannot hold a slot) and WorkerCrashed when the process died.
+        ``deliberate``: stopped by reset()/close(), so its failed calls are not re-run.
         """
+        if deliberate:
+            self._reset_pools.add(pool)
+        if self._pool is pool:
+            self._pool = None
+        if pool not in self._inflight:  # already discarded by another caller
+            return None
+        futures = self._inflight.pop(pool)
+
+        def _stop() -> None:
+            try:
+                if kill:
+                    pool.stop()
+                else:
+                    pool.close()
+                    try:
+                        pool.join(timeout=self.join_timeout_s)
+                        return
+                    except TimeoutError:
+                        pool.stop()
+                pool.join()
+            except Exception:  # noqa: BLE001 - a pool that will not stop must not stop us
+                log.exception("stopping the blocking-work pool failed")
+            finally:
+                for fut in list(futures):  # stopped before they finished: never resolved by pebble
+                    if not fut.done():
+                        try:
+                            fut.set_exception(_PoolReset("blocking-work pool was reset"))
+                        except Exception:  # noqa: BLE001 - resolved concurrently
+                            pass
+
+        thread = threading.Thread(target=_stop, name="ragstream-pool-stop", daemon=True)
+        thread.start()
+        return thread
+
+    def _slots_for_loop(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
-        try:
-            return await asyncio.wait_for(loop.run_in_executor(self._executor(), fn, *args), timeout_s)
-        except asyncio.TimeoutError as exc:
-            self.reset(kill=True)
-            raise StageTimeout(f"timeout after {timeout_s:.0f} s") from exc
-        except BrokenProcessPool as exc:
-            self.reset(kill=True)
-            raise WorkerCrashed("parser process crashed (killed or out of memory)") from exc
+        if self._slots is None or self._slots_loop is not loop:
+            self._slots, self._slots_loop = asyncio.Semaphore(self.workers), loop
+        return self._slots
+
+    # -- public API --------------------------------------------------------------
+    async def run(self, fn: Callable[..., Any], *args: Any, timeout_s: float) -> Any:
+        """Run ``fn(*args)`` in a worker process and return its result.
+
+        ``fn`` and ``args`` must be picklable (``fn`` importable by module name in
+        a spawned process).  Exceptions raised by ``fn`` propagate unchanged.
+
+        Raises StageTimeout when the task runs longer than ``timeout_s`` seconds
+        after it started (its process is killed), WorkerCrashed when its process
+        died.  Neither affects other calls.  Cancelling the caller cancels the
+        task (killing its process if it is running).
+        """
+        async with self._slots_for_loop():
+            for attempt in (1, 2):
+                pool = self._current()
+                try:
+                    future = pool.schedule(fn, args=args, timeout=timeout_s)
+                except RuntimeError:  # pool broke between the check and schedule
+                    with self._lock:
+                        self._discard_locked(pool, kill=True)
+                    continue
+                with self._lock:
+                    inflight = self._inflight.get(pool)
+                    if inflight is not None:
+                        inflight.add(future)
+                        future.add_done_callback(inflight.discard)
+                try:
+                    await _completion(future)
+                except asyncio.CancelledError:
+                    future.cancel()  # pebble kills the process if the task is running
+                    raise
+                if future.cancelled():  # by pebble or a reset, never by our caller
+                    raise WorkerCrashed("parser task was cancelled by a pool reset")
+                exc = future.exception()
+                if exc is None:
+                    return future.result()
+                if _remote(exc):  # raised by fn itself: unchanged
+                    raise exc
+                if isinstance(exc, TimeoutError):
+                    raise StageTimeout(f"timeout after {timeout_s:.0f} s") from exc
+                if isinstance(exc, ProcessExpired):
+                    raise WorkerCrashed(
+                        f"parser process crashed ({_describe_exit(exc)}; killed or out of memory)") from exc
+                if isinstance(exc, _PoolReset) or pool in self._reset_pools:
+                    raise WorkerCrashed("parser process stopped: the pool was reset") from exc
+                if isinstance(exc, BrokenProcessPool):
+                    with self._lock:
+                        self._discard_locked(pool, kill=True)
+                    if attempt == 2:
+                        raise WorkerCrashed("parser process crashed (the pool broke twice)") from exc
+                    log.warning("blocking-work pool broke (%s); re-running the task on a new pool", exc)
+                    continue
+                raise exc  # pebble's own errors (e.g. an unpicklable argument or result)
+            raise WorkerCrashed("blocking-work pool could not be started")
 
     def reset(self, kill: bool = False) -> None:
-        """Drop the pool; with ``kill`` its processes are terminated now."""
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        if kill:
-            for proc in list(getattr(pool, "_processes", {}).values()):
-                proc.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
+        """Drop the pool; the next ``run`` starts a fresh one.
+
+        Without ``kill`` running tasks finish (for up to ``join_timeout_s``, then
+        they are killed); with ``kill`` its processes are stopped now.  Calls
+        whose task was stopped raise WorkerCrashed.
+        """
+        with self._lock:
+            if self._pool is not None:
+                self._discard_locked(self._pool, kill=kill, deliberate=True)
 
     def close(self) -> None:
-        """Shut the pool down, waiting for running tasks."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Shut the pool down: running tasks get ``join_timeout_s`` seconds, then are killed.
+
+        Blocks for at most about ``join_timeout_s`` plus pebble's terminate
+        grace (3 s per process).
+        """
+        with self._lock:
+            pool = self._pool
+            thread = self._discard_locked(pool, kill=False, deliberate=True) if pool is not None else None
+        if thread is not None:
+            thread.join(self.join_timeout_s + 3.0 * self.workers + 2.0)

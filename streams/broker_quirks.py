@@ -17,14 +17,58 @@ Measured quirks (DESIGN.md; tests/test_broker_quirks.py shows each one):
 
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
+
+Not a broker quirk but a group-membership setting kept here with the others
+(issue 8, item 11): ``broker_max_poll_interval`` is set above every stage
+deadline (``poll_interval_s``).  Why (read in aiokafka 0.14.0 and faust-streaming
+0.15.3 as installed):
+
+* aiokafka counts ``fetcher_idle_time``: seconds since the last
+  ``getmany``/``getone`` call ended (``aiokafka/consumer/subscription_state.py``,
+  ``fetch_context``/``fetcher_idle_time``).  Its heartbeat coroutine calls
+  ``_maybe_leave_group()`` once that reaches ``max_poll_interval_ms``
+  (``aiokafka/consumer/group_coordinator.py``, ``_heartbeat_routine``): the
+  worker leaves the group, its partitions go to other workers, and its own
+  later commit fails.  Heartbeats keep flowing meanwhile, so the session timeout
+  does not protect against this (aio-libs/aiokafka#848 describes the loop it
+  causes: re-delivery, failed commit, rebalance, again).
+* Faust polls from its own fetcher coroutine (``faust/transport/consumer.py``,
+  ``Consumer._drain_messages``), not from the agent, so an agent awaiting a long
+  pool task does not by itself stop polling: events are buffered per partition.
+  But when a partition's stream buffer is under high pressure Faust takes it off
+  the active set (``on_buffer_full``), and when *no* assigned partition is active
+  ``_wait_next_records`` sleeps instead of calling ``getmany``; a full channel
+  queue also blocks ``_drain_messages`` itself (``faust/transport/conductor.py``,
+  ``on_message`` awaits ``chan.put``).  So a backlog behind an agent busy with one
+  event for up to ``partition_timeout_s`` (3600 s) does stop polling, and with
+  Faust's default ``broker_max_poll_interval`` (1000 s) the worker would be
+  evicted mid-task, the task re-delivered, and the group churn
+  (faust-streaming/faust#138 shows the same eviction when nothing polls).
+
+The interval therefore exceeds the sum of the stage deadlines plus a margin: an
+event may also wait for the shared blocking-work pool behind the other stages'
+tasks (one per agent), and spends time on downloads and uploads around its task.
+A worker whose event loop is truly stuck keeps its partitions that long; every
+stage bounds its own work, so that only happens on a bug.  Separately, on a
+rebalance Faust waits for in-flight events before giving partitions up
+(``stream_wait_empty``), and the broker drops a member that has not rejoined
+within ``broker_rebalance_timeout``; that path re-delivers (at-least-once) but
+does not stall the group.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Optional
+
+from streams.settings import Settings, get_settings
 
 SESSION_TIMEOUT_S = 10.0
 HEARTBEAT_INTERVAL_S = 3.0
+# agents/chunk.py gives chunking this fixed deadline (seconds); agents/normalize.py
+# gives conversion convert_timeout_s + NORMALIZE_EXTRA_S
+CHUNK_TIMEOUT_S = 600.0
+NORMALIZE_EXTRA_S = 30.0
+POLL_MARGIN_S = 300.0  # downloads, uploads, a replacement pool process starting
 
 
 def quirks_enabled() -> bool:
@@ -32,18 +76,41 @@ def quirks_enabled() -> bool:
     return os.environ.get("RAGSTREAM_BROKER_QUIRKS", "true").lower() not in ("0", "false", "no")
 
 
-def faust_settings() -> dict[str, Any]:
-    """Faust App settings that keep Faust correct on the embedded broker."""
-    settings: dict[str, Any] = {
+def stage_deadlines_s(settings: Settings) -> dict[str, float]:
+    """Deadline (seconds) of each stage's blocking-work pool task, by stage name."""
+    return {
+        "normalize": settings.convert_timeout_s + NORMALIZE_EXTRA_S,
+        "partition": settings.partition_timeout_s,
+        "chunk": CHUNK_TIMEOUT_S,
+    }
+
+
+def poll_interval_s(settings: Settings) -> float:
+    """Faust ``broker_max_poll_interval`` (seconds): above every stage deadline.
+
+    The sum of the stage deadlines plus POLL_MARGIN_S (module docstring): one
+    event's task may queue behind the other stages' tasks in the shared pool.
+    """
+    return sum(stage_deadlines_s(settings).values()) + POLL_MARGIN_S
+
+
+def faust_settings(settings: Optional[Settings] = None) -> dict[str, Any]:
+    """Faust App settings that keep Faust correct on the embedded broker.
+
+    ``settings`` (default: ``get_settings()``) sizes ``broker_max_poll_interval``.
+    """
+    settings = settings or get_settings()
+    faust: dict[str, Any] = {
         "processing_guarantee": "at_least_once",
         "broker_session_timeout": SESSION_TIMEOUT_S,
         "broker_heartbeat_interval": HEARTBEAT_INTERVAL_S,
+        "broker_max_poll_interval": poll_interval_s(settings),
         "topic_allow_declare": True,
         "topic_replication_factor": 1,
     }
     if quirks_enabled():
-        settings["producer_max_batch_size"] = 1  # bytes: one record per batch
-    return settings
+        faust["producer_max_batch_size"] = 1  # bytes: one record per batch
+    return faust
 
 
 def producer_kwargs() -> dict[str, Any]:

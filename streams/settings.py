@@ -83,7 +83,13 @@ class Settings(BaseSettings):
     embed_batch_within_s: float = 0.2
     index_max_batch: int = 256
     index_batch_within_s: float = 0.5
-    stage_workers: int = 1  # processes in the blocking-work pool per worker
+    # processes in the blocking-work pool (stages/pool.py) of one worker, shared by
+    # its normalize, partition and chunk agents.  1 by default: a parse process
+    # holds a parser's models (hundreds of MB) and uses a core; scale out with more
+    # worker processes (Procfile), or raise this on a large machine where one
+    # worker runs several stages.  Each task's deadline counts from its start, and
+    # a timeout or crash fails that task only, so a larger pool only adds throughput.
+    stage_workers: int = 1
     convert_timeout_s: float = 120.0
     partition_timeout_s: float = 3600.0
     # how long a stage keeps retrying one event through transient outages (broker,

@@ -1,0 +1,161 @@
+"""The blocking-work pool isolates tasks (stages/pool.py; issue 8, items 4 and 11).
+
+Pure pool tests: no embedded stack.  Task functions are in tests/pool_tasks.py.
+Each test builds its own pool and closes it.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from stages.pool import BlockingPool, StageTimeout, WorkerCrashed
+from tests import pool_tasks as t
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(params=[1, 2], ids=["1-worker", "2-worker"])
+def pool(request):
+    p = BlockingPool(request.param)
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def pool1():
+    p = BlockingPool(1)
+    yield p
+    p.close()
+
+
+async def _outcomes(*calls):
+    return await asyncio.gather(*calls, return_exceptions=True)
+
+
+async def test_timeout_kills_only_the_slow_task(pool):
+    """(a) A task past its 2 s deadline fails alone; three quick tasks beside it succeed.
+
+    The quick tasks take 1 s each, so on two workers one of them is running when
+    the slow one is killed (the old executor-wide kill failed it too).
+    """
+    results = await _outcomes(
+        pool.run(t.sleep_then, 30, "slow", timeout_s=2),
+        *(pool.run(t.sleep_then, 1, i, timeout_s=60) for i in range(3)))
+    assert isinstance(results[0], StageTimeout), results
+    assert "timeout after 2 s" in str(results[0])
+    assert results[1:] == [0, 1, 2]
+
+
+async def test_crash_fails_only_the_crashed_task(pool):
+    """(b) A process that dies fails only its own call; the pool keeps working afterwards."""
+    results = await _outcomes(
+        pool.run(t.sleep_then, 1, "before", timeout_s=60),
+        pool.run(t.hard_exit, 1, timeout_s=60),
+        *(pool.run(t.double, i, timeout_s=60) for i in range(3)))
+    assert results[0] == "before"
+    assert isinstance(results[1], WorkerCrashed), results
+    assert "exit status 1" in str(results[1])
+    assert results[2:] == [0, 2, 4]
+    assert await pool.run(t.double, 21, timeout_s=60) == 42
+
+
+async def test_deadline_counts_from_start_not_from_queueing(pool1):
+    """(c) On one worker a 1 s task queued ~3 s behind another meets its 2 s deadline."""
+    started = time.monotonic()
+    first, second = await _outcomes(pool1.run(t.sleep_then, 3, "first", timeout_s=10),
+                                    pool1.run(t.sleep_then, 1, "second", timeout_s=2))
+    assert (first, second) == ("first", "second")
+    assert time.monotonic() - started >= 4  # they did run one after the other
+
+
+async def test_cancel_kills_the_running_task(pool1, tmp_path: Path):
+    """(d) Cancelling the awaiting coroutine kills the process running its task."""
+    pid_file = tmp_path / "pid"
+    call = asyncio.ensure_future(pool1.run(t.pid_then_sleep, str(pid_file), 60, timeout_s=120))
+    pid = int(await _poll(lambda: pid_file.exists() and pid_file.read_text(), 30))
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await _poll(lambda: not _alive(pid), 15)
+    assert await pool1.run(t.double, 4, timeout_s=60) == 8  # and the pool still works
+
+
+async def test_task_exceptions_propagate_unchanged(pool1):
+    """Errors raised by the task keep their type, a TimeoutError of its own included."""
+    with pytest.raises(ValueError, match="raised by the task itself"):
+        await pool1.run(t.fail, "value", timeout_s=60)
+    with pytest.raises(TimeoutError) as info:
+        await pool1.run(t.fail, "timeout", timeout_s=60)
+    assert not isinstance(info.value, StageTimeout)
+
+
+async def test_close_is_bounded_with_a_running_task(tmp_path: Path):
+    """close() kills a task that outlives the join timeout instead of waiting for it."""
+    pool = BlockingPool(1, join_timeout_s=1)
+    pid_file = tmp_path / "pid"
+    call = asyncio.ensure_future(pool.run(t.pid_then_sleep, str(pid_file), 60, timeout_s=120))
+    pid = int(await _poll(lambda: pid_file.exists() and pid_file.read_text(), 30))
+    started = time.monotonic()
+    await asyncio.to_thread(pool.close)
+    assert time.monotonic() - started < 10
+    assert not _alive(pid)
+    with pytest.raises(WorkerCrashed):
+        await call
+
+
+async def test_real_parse_and_its_document_error_cross_the_pool(pool1, tmp_path: Path):
+    """partition_file runs in a pebble worker; a DocumentError keeps its type and reason."""
+    import pypdf
+
+    from stages.errors import EncryptedDocument
+    from stages.partition import partition_file
+    from stages.profiles import DEFAULT_PROFILES
+    from stages.samples import generate_samples
+
+    pdf = generate_samples(tmp_path)[0]
+    profile = DEFAULT_PROFILES["default"]
+    elements = await pool1.run(partition_file, pdf, "pdf", profile, timeout_s=300)
+    assert len({e["metadata"]["page_number"] for e in elements}) >= 3
+    writer = pypdf.PdfWriter(clone_from=pdf)
+    writer.encrypt(user_password="pw", algorithm="AES-128")
+    writer.write(locked := tmp_path / "locked.pdf")
+    with pytest.raises(EncryptedDocument) as info:
+        await pool1.run(partition_file, locked, "pdf", profile, timeout_s=300)
+    assert info.value.permanent and info.value.reason.startswith("encrypted PDF")
+
+
+def test_poll_interval_exceeds_every_stage_deadline():
+    """Item 11: a consumer busy with the longest stage task is never evicted from its group."""
+    from streams import broker_quirks
+    from streams.settings import Settings
+
+    settings = Settings()
+    interval = broker_quirks.faust_settings(settings)["broker_max_poll_interval"]
+    assert interval == broker_quirks.poll_interval_s(settings)
+    for deadline in broker_quirks.stage_deadlines_s(settings).values():
+        assert interval > deadline
+    assert interval > settings.partition_timeout_s > 1000  # Faust's default would be too short
+
+
+async def _poll(condition, timeout_s: float):
+    """Await until ``condition()`` is truthy (returns it) or fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := condition()):
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+    return value
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead too: pebble reaps its workers, but be exact
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
