@@ -60,7 +60,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
         # a stage's group is new only on the first deployment (ids are stable), when
         # everything already on its topic is work still to do
         consumer_auto_offset_reset="earliest",
-        **broker_quirks.faust_settings(),
+        **broker_quirks.faust_settings(settings),
     )
     from agents import register  # imported late: agents import this module's names
 
