@@ -374,13 +374,17 @@ class Stack:
 async def _fault_kill_workers(stack: Stack, run: Run) -> None:
     specs = list(drill_faults.stages())
     run.rng.shuffle(specs)
-    marks = sorted(run.rng.uniform(0.1, 0.8) for _ in specs)
-    for spec, mark in zip(specs, marks):
+    marks = [run.rng.uniform(0.1, 0.7) for _ in specs]
+
+    async def kill_at(spec: str, mark: float) -> None:
         await run.progress(mark)
         late = run.recorder.terminal_count(run.expected) == len(run.expected)
         took = await stack.fleet.kill_and_restart(spec)
         run.notes.append(f"killed {spec}@{mark:.2f}{' (after all terminal)' if late else ''} "
                          f"back in {took:.0f}s")
+
+    # each stage at its own moment; a restart does not delay the other kills
+    await asyncio.gather(*(kill_at(s, m) for s, m in zip(specs, marks)))
 
 
 def _fault_restart(service: str) -> Callable[[Stack, Run], Awaitable[None]]:
