@@ -515,14 +515,24 @@ async def _wait_callbacks(run: Run, timeout_s: float = 60.0) -> None:
 
 
 async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
-    """One drill on a fresh project; never raises (errors become a failed result)."""
+    """One drill on a fresh project; never raises (errors become a failed result).
+    The Procfile workers are kept for the next drill unless this one stalled,
+    crashed or restarted the broker (then they are stopped and started afresh)."""
+    from topics.admin import ensure_topics
+
     opts = stack.opts
     project = f"drill-{name}-{uuid.uuid4().hex[:6]}".replace("restart-", "r-")
     rng = random.Random(f"{opts.seed}:{name}")
     run = Run(name, project, stack.settings, opts, rng, stack.receiver,
               Recorder(stack.settings, project), stack.workdir / project)
     t_start = time.monotonic()
+    restart_fleet = name == "restart-broker"
     try:
+        # every drill starts from a working stack: services up, the catalogue's topics
+        # present (an in-memory broker that was restarted comes back without them)
+        if err := await asyncio.to_thread(drill_faults.ensure_service_up, stack.settings):
+            run.notes.append(f"stack not up before the drill: {err[:200]}")
+        await ensure_topics(stack.settings.kafka_bootstrap, stack.settings.topic_partitions)
         if name == "redeploy":
             if stack.fleet is not None:
                 await asyncio.to_thread(stack.fleet.stop)
@@ -541,6 +551,7 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
         why = await _wait_terminal(run)
         if why:
             run.notes.append(why)
+            restart_fleet = True
         else:
             await _wait_callbacks(run)
         present = await _milvus_ids(stack.settings, project)
@@ -553,12 +564,13 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
                           reprocess_statuses=run.reprocess_statuses,
                           seconds=time.monotonic() - t_start, notes=run.notes)
     except Exception as exc:  # noqa: BLE001 — a drill that crashes is a failed drill
+        restart_fleet = True
         result = DrillResult(name, seconds=round(time.monotonic() - t_start, 1),
                              notes=[*run.notes, f"error: {type(exc).__name__}: {str(exc)[:300]}"])
     finally:
         await run.recorder.stop()
     result.details["project"] = project
-    if not result.passed or name == "restart-broker":
+    if restart_fleet or stack.allinone is not None:
         result.notes += await stack.stop_workers()  # a fresh fleet for the next drill
     return result
 

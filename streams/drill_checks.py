@@ -147,6 +147,23 @@ def reprocessed(events: Iterable[Any], *, completed_before: Optional[float] = No
     return out
 
 
+def reprocess_evidence(events: Iterable[Any], docs: Iterable[str], *, after: Optional[float] = None,
+                       statuses: Sequence[str] = RESTART_STATUSES) -> dict[str, str]:
+    """For each document in ``docs``: the first event that counts as reprocessing,
+    as ``"v{version} {status} by {stage}, {s:.1f}s after COMPLETED"``."""
+    wanted, out = set(docs), {}
+    for (doc, version), evs in by_version(events).items():
+        done = [e.at for e in evs if e.status == "COMPLETED"]
+        if doc not in wanted or doc in out or not done:
+            continue
+        floor = max(min(done), after) if after is not None else min(done)
+        for e in evs:
+            if e.status in statuses and e.at > floor:
+                out[doc] = f"v{version} {e.status} by {e.stage or '?'}, {e.at - min(done):.1f}s after COMPLETED"
+                break
+    return out
+
+
 def callback_problems(expected: Mapping[str, int], events: Iterable[Any],
                       callbacks: Iterable[Callback]) -> list[str]:
     """What is wrong with the callbacks (empty list = fine).
@@ -286,7 +303,9 @@ def evaluate(name: str, *, expected: Mapping[str, int], events: Iterable[Any],
     result.details.update({
         "lost": sorted(lost_ids)[:50], "extra": sorted(extra_ids)[:50],
         "duplicate_completions": {f"{d}:v{v}": n for (d, v), n in dups.items()},
-        "reprocessed": sorted(again), "callback_problems": cb_problems[:50],
+        "reprocessed": reprocess_evidence(events, again, after=reprocess_after,
+                                          statuses=reprocess_statuses),
+        "callback_problems": cb_problems[:50],
         "not_terminal": all_terminal(expected, events),
     })
     result.passed = (not result.not_terminal and not result.failed and not unknown

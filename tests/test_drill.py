@@ -76,6 +76,12 @@ def test_reprocessed_after_completion_and_after_redeploy():
     events.append(Ev("b", 1, "CHUNKING", 170.0))
     assert reprocessed(events, completed_before=160.0, after=160.0,
                        statuses=("NORMALIZING", "CHUNKING")) == {"b"}
+    r = evaluate("redeploy", expected={"a": 1, "b": 1, "c": 1}, events=events,
+                 present={d: expected_chunk_ids(d, 1, 1) for d in "abc"},
+                 callbacks=[_cb(d, 1) for d in "abc"], reprocess_after=160.0,
+                 reprocess_statuses=("NORMALIZING", "CHUNKING"))
+    assert r.reprocessed == 1 and not r.passed
+    assert r.details["reprocessed"] == {"b": "v1 CHUNKING by ?, 63.0s after COMPLETED"}
     # a new version's stage events are not reprocessing of the old one
     assert reprocessed(_done("d", 1, 1) + _done("d", 2, 1, t0=300)) == set()
 
@@ -125,7 +131,7 @@ def test_drills_on_the_stack(stack):
     started = time.monotonic()
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ragstream")), "drill", "--docs", "8", "--json",
-         "--stall", "90", "--timeout", "300"],
+         "--stall", "60", "--timeout", "300"],
         capture_output=True, text=True, env=env, timeout=1500)
     took = time.monotonic() - started
     lines = proc.stdout.strip().splitlines()
