@@ -488,6 +488,29 @@ async def _processed_totals(settings: Settings, project: str,
     return out
 
 
+async def _topics_led(settings: Settings, timeout_s: float = 60.0) -> None:
+    """Wait until every catalogue topic has a leader for each partition (freshly
+    created topics on the embedded broker answer UnknownError for a moment)."""
+    from aiokafka import TopicPartition
+
+    from streams.kafka_io import producer
+    from topics import ALL
+
+    end = time.monotonic() + timeout_s
+    async with producer(settings.kafka_bootstrap) as prod:
+        while time.monotonic() < end:
+            try:
+                await prod.client.force_metadata_update()
+                cluster = prod.client.cluster
+                if all((parts := cluster.partitions_for_topic(t.name)) and
+                       all(cluster.leader_for_partition(TopicPartition(t.name, p)) not in (None, -1)
+                           for p in parts) for t in ALL):
+                    return
+            except Exception:  # noqa: BLE001 — keep polling until the deadline
+                pass
+            await asyncio.sleep(1.0)
+
+
 async def _wait_terminal(run: Run) -> Optional[str]:
     """Wait for every expected version to be terminal; returns None, or why not
     (stalled / timeout)."""
@@ -532,7 +555,9 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
         # present (an in-memory broker that was restarted comes back without them)
         if err := await asyncio.to_thread(drill_faults.ensure_service_up, stack.settings):
             run.notes.append(f"stack not up before the drill: {err[:200]}")
-        await ensure_topics(stack.settings.kafka_bootstrap, stack.settings.topic_partitions)
+        if await ensure_topics(stack.settings.kafka_bootstrap, stack.settings.topic_partitions):
+            run.notes.append("topics were missing (re-created)")
+            await _topics_led(stack.settings)
         if name == "redeploy":
             if stack.fleet is not None:
                 await asyncio.to_thread(stack.fleet.stop)
