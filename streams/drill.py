@@ -47,9 +47,11 @@ from streams.drill_checks import (RESTART_STATUSES, STAGE_STATUSES, TERMINAL, Ca
                                   summary_line)
 from streams.settings import Settings, get_settings
 
-SERVICES = ("broker", "postgres", "milvus", "s3", "triton")
-DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", *(f"restart-{s}" for s in SERVICES),
-                           "new-versions")
+SERVICES = ("postgres", "milvus", "s3", "triton", "broker")
+# redeploy first (a fresh stack: the Procfile groups do not exist yet); the broker
+# restart last, so that what an in-memory broker loses cannot spoil the other drills
+DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", "new-versions",
+                           *(f"restart-{s}" for s in SERVICES))
 
 
 # ------------------------------------------------------------------ corpus
