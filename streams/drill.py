@@ -1,0 +1,668 @@
+"""``ragstream drill``: repeatable fault drills against the real embedded stack.
+
+Each drill ingests a fresh, seeded corpus of N documents (small .txt/.md/.html,
+DOCX, multi-page PDFs and one PDF longer than the profile's ``max_pages_per_task``,
+so it is split into page ranges) into a fresh project, injects one kind of fault
+while the pipeline works, waits until every document's current version is terminal
+(or progress stalls / the deadline passes), then checks the delivery promises with
+:mod:`streams.drill_checks`:
+
+=================== =========================================================
+drill               fault
+=================== =========================================================
+redeploy            all-in-one ``ragstream worker``; after some documents are
+                    COMPLETED it is stopped (SIGTERM) and the Procfile layout
+                    (one worker per stage) takes over; documents completed
+                    before that must get no stage event afterwards
+kill-workers        every stage's worker SIGKILLed once at a random moment and
+                    restarted (Procfile layout)
+restart-<service>   broker, postgres, milvus, s3, triton: stopped mid-run for
+                    ``--outage`` seconds, then started again
+new-versions        mid-run, changed bytes of some documents are uploaded under
+                    the same names (version 2); only v2 may stay in Milvus
+=================== =========================================================
+
+Workers log to ``{data_dir}/logs/drill/``.  Callbacks go to a receiver on
+127.0.0.1 that records every request.  One report line per drill, then
+``drills_passed=<n>/<m> lost=<chunks> extra=<chunks> duplicate_completions=<n>
+reprocessed=<docs>``; exit code 0 only when every drill passed.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Awaitable, Callable, Optional, Sequence
+
+from streams import drill_faults
+from streams.drill_checks import (RESTART_STATUSES, STAGE_STATUSES, TERMINAL, Callback,
+                                  DrillResult, Ev, all_terminal, evaluate, report_json,
+                                  summary_line)
+from streams.settings import Settings, get_settings
+
+SERVICES = ("postgres", "milvus", "s3", "triton", "broker")
+# redeploy first (a fresh stack: the Procfile groups do not exist yet); the broker
+# restart last, so that what an in-memory broker loses cannot spoil the other drills
+DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", "new-versions",
+                           *(f"restart-{s}" for s in SERVICES))
+
+
+# ------------------------------------------------------------------ corpus
+def _words(rng: random.Random) -> list[str]:
+    from stages.samples import SECTIONS
+
+    text = " ".join(p for _, ps in SECTIONS for p in ps)
+    return sorted({w.strip(".,;:()").lower() for w in text.split() if w.strip(".,;:()").isalpha()})
+
+
+def _paragraphs(rng: random.Random, tag: str, n: int) -> list[str]:
+    """``n`` paragraphs of seeded prose; each names ``tag`` so content is distinct."""
+    words = _words(rng)
+    out = []
+    for p in range(n):
+        sentences = []
+        for s in range(rng.randint(3, 6)):
+            body = " ".join(rng.choice(words) for _ in range(rng.randint(8, 16)))
+            sentences.append(f"{tag} paragraph {p + 1} sentence {s + 1}: {body}.")
+        out.append(" ".join(sentences))
+    return out
+
+
+def _kinds(n: int) -> list[str]:
+    """The mix for ``n`` documents: one split PDF, ~15% multi-page PDFs, ~12% DOCX,
+    the rest cycling txt, md, html."""
+    pdfs, docx = max(1, round(n * 0.15)), max(1, round(n * 0.12))
+    kinds = ["pdf-split"] + ["pdf"] * pdfs + ["docx"] * docx
+    small = ("txt", "md", "html")
+    kinds += [small[i % 3] for i in range(max(0, n - len(kinds)))]
+    return kinds[:n]
+
+
+def write_document(path: Path, kind: str, rng: random.Random, tag: str, split_pages: int) -> Path:
+    """Write one document of ``kind`` (pdf-split, pdf, docx, txt, md, html) to ``path``."""
+    title = f"Drill document {tag}"
+    if kind in ("pdf", "pdf-split"):
+        from reportlab.lib.pagesizes import A4
+        from reportlab.lib.styles import getSampleStyleSheet
+        from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate
+
+        styles = getSampleStyleSheet()
+        pages = split_pages if kind == "pdf-split" else rng.randint(2, 5)
+        story = []
+        for n in range(1, pages + 1):
+            story.append(Paragraph(f"{title}, section {n}", styles["Heading1"]))
+            story += [Paragraph(p, styles["BodyText"]) for p in _paragraphs(rng, f"{tag} page {n}", 2)]
+            story.append(PageBreak())
+        SimpleDocTemplate(str(path), pagesize=A4, invariant=1, title=title,
+                          creator="ragstream drill").build(story)
+    elif kind == "docx":
+        import io
+
+        import docx
+
+        from stages.samples import FIXED_DATE, _normalize_zip
+
+        document = docx.Document()
+        document.add_heading(title, level=0)
+        for h in range(rng.randint(2, 4)):
+            document.add_heading(f"Part {h + 1}", level=1)
+            for p in _paragraphs(rng, f"{tag} part {h + 1}", 2):
+                document.add_paragraph(p)
+        props = document.core_properties
+        props.created = props.modified = props.last_printed = FIXED_DATE
+        buf = io.BytesIO()
+        document.save(buf)
+        path.write_bytes(_normalize_zip(buf.getvalue()))
+    elif kind == "html":
+        import html
+
+        paras = "".join(f"<p>{html.escape(p)}</p>" for p in _paragraphs(rng, tag, rng.randint(2, 6)))
+        path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
+                        f"</head><body><h1>{title}</h1>{paras}</body></html>\n", encoding="utf-8")
+    elif kind == "md":
+        paras = _paragraphs(rng, tag, rng.randint(2, 6))
+        path.write_text(f"# {title}\n\n" + "\n\n".join(f"## Part {i + 1}\n\n{p}" for i, p in
+                                                       enumerate(paras)) + "\n", encoding="utf-8")
+    else:
+        path.write_text(title + "\n\n" + "\n\n".join(_paragraphs(rng, tag, rng.randint(1, 5))) + "\n",
+                        encoding="utf-8")
+    return path
+
+
+EXT = {"pdf-split": "pdf", "pdf": "pdf", "docx": "docx", "txt": "txt", "md": "md", "html": "html"}
+
+
+def make_corpus(out_dir: Path, n: int, seed: int, revision: int = 1,
+                only: Optional[Sequence[int]] = None) -> list[Path]:
+    """Write the drill corpus (``n`` documents) into ``out_dir``; the same (n, seed,
+    revision) gives the same content.  ``revision`` > 1 changes the content under the
+    same names (a new version); ``only`` limits which indices are written."""
+    from stages.profiles import Profile
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    split_pages = Profile().max_pages_per_task + 8
+    paths = []
+    for i, kind in enumerate(_kinds(n)):
+        if only is not None and i not in only:
+            continue
+        rng = random.Random(f"{seed}:{i}:{revision}")
+        path = out_dir / f"doc-{i:03d}-{kind}.{EXT[kind]}"
+        paths.append(write_document(path, kind, rng, f"s{seed}-d{i}-r{revision}", split_pages))
+    return paths
+
+
+# ------------------------------------------------------------------ callback receiver
+class Receiver:
+    """An HTTP server on 127.0.0.1 (random port) that answers 200 to every POST and
+    records it as a :class:`Callback` (Idempotency-Key header + JSON body)."""
+
+    def __init__(self) -> None:
+        from adapters.callbacks import IDEMPOTENCY_HEADER
+
+        self.calls: list[Callback] = []
+        lock = threading.Lock()
+        calls = self.calls
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                with lock:
+                    calls.append(Callback(self.headers.get(IDEMPOTENCY_HEADER), body, time.time()))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, project: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/callbacks/{project}"
+
+    def for_project(self, project: str) -> list[Callback]:
+        return [c for c in list(self.calls) if (c.body or {}).get("project") == project]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ------------------------------------------------------------------ status recorder
+class Recorder:
+    """Tails the status changelog from the beginning and keeps one project's events
+    (as :class:`Ev`); reconnects when the broker goes away (re-reads are removed by
+    the checks' deduplication)."""
+
+    def __init__(self, settings: Settings, project: str):
+        self.settings, self.project = settings, project
+        self.events: list[Ev] = []
+        self.errors = 0
+        self.last_event = time.monotonic()
+        self._task: Optional[asyncio.Task] = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        from streams.kafka_io import tail_status
+
+        while True:
+            try:
+                async for ev in tail_status(self.settings.kafka_bootstrap, from_beginning=True):
+                    if ev.project == self.project:
+                        self.events.append(Ev(ev.document_id, int(ev.version), ev.status, float(ev.at),
+                                              int(ev.chunks_total or 0), ev.stage, ev.error))
+                        self.last_event = time.monotonic()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 — broker restarts: tail again
+                self.errors += 1
+                await asyncio.sleep(1.0)
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+
+    def completed(self, expected: dict[str, int]) -> set[str]:
+        return {e.document_id for e in self.events
+                if e.status == "COMPLETED" and expected.get(e.document_id) == e.version}
+
+    def terminal_count(self, expected: dict[str, int]) -> int:
+        return len(expected) - len(all_terminal(expected, self.events))
+
+
+# ------------------------------------------------------------------ drill run
+@dataclass
+class Options:
+    """Command-line options of one ``ragstream drill`` run."""
+
+    docs: int = 30
+    seed: int = 1
+    outage_s: float = 8.0
+    timeout_s: float = 900.0  # per drill, for every version to become terminal
+    stall_s: float = 150.0  # no status event of the project for this long → stalled
+
+
+@dataclass
+class Run:
+    """State of one drill: its project, corpus, expected versions and recorders."""
+
+    name: str
+    project: str
+    settings: Settings
+    opts: Options
+    rng: random.Random
+    receiver: Receiver
+    recorder: Recorder
+    corpus_dir: Path
+    expected: dict[str, int] = field(default_factory=dict)
+    paths: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reprocess_after: Optional[float] = None
+    reprocess_statuses: Sequence[str] = RESTART_STATUSES
+    fault_done: bool = False
+
+    async def ingest(self, paths: Sequence[Path]) -> dict[str, int]:
+        """Upload ``paths`` like ``ragstream ingest`` does; returns {doc: version}."""
+        from adapters.metadata import Metadata
+        from adapters.object_store import ObjectStore
+        from streams.ingest import ingest_file
+        from streams.kafka_io import producer
+
+        out = {}
+        async with ObjectStore(self.settings) as store, Metadata(self.settings.pg_dsn) as md, \
+                producer(self.settings.kafka_bootstrap) as prod:
+            await store.ensure_bucket()
+            await md.migrate()
+            for p in paths:
+                res = await ingest_file(p, project=self.project, category="default", store=store,
+                                        metadata=md, producer=prod,
+                                        callback_url=self.receiver.url(self.project))
+                if not res.queued:
+                    self.notes.append(f"{p.name} not queued ({res.reason})")
+                out[res.document_id] = res.version
+        self.expected.update(out)
+        return out
+
+    async def progress(self, fraction: float, timeout_s: float = 600.0) -> None:
+        """Wait until about ``fraction`` of the expected status events arrived (8 per
+        document) or every document is terminal."""
+        target = fraction * 8 * len(self.expected)
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if len(self.recorder.events) >= target or \
+                    self.recorder.terminal_count(self.expected) == len(self.expected):
+                return
+            await asyncio.sleep(0.2)
+
+    async def completed_at_least(self, fraction: float, timeout_s: float = 600.0) -> None:
+        """Wait until ``fraction`` of the documents are COMPLETED (or all terminal)."""
+        want = max(1, int(fraction * len(self.expected)))
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if len(self.recorder.completed(self.expected)) >= want or \
+                    self.recorder.terminal_count(self.expected) == len(self.expected):
+                return
+            await asyncio.sleep(0.2)
+
+
+class Stack:
+    """What lives across drills: the settings, the receiver, the Procfile fleet."""
+
+    def __init__(self, settings: Settings, opts: Options, workdir: Path):
+        self.settings, self.opts, self.workdir = settings, opts, workdir
+        self.receiver = Receiver()
+        self.fleet: Optional[drill_faults.Fleet] = None
+        self.allinone: Optional[drill_faults.Fleet] = None
+        self.stopped_services: set[str] = set()
+
+    async def procfile(self, label: str) -> float:
+        """Make sure the Procfile layout runs with every worker alive; returns the
+        seconds spent starting workers."""
+        if self.fleet is not None and not self.fleet.dead():
+            return 0.0
+        if self.fleet is not None:
+            await asyncio.to_thread(self.fleet.stop)
+        self.fleet = drill_faults.Fleet(self.settings, label)
+        return await self.fleet.start_procfile()
+
+    async def stop_workers(self) -> list[str]:
+        notes = []
+        for attr in ("allinone", "fleet"):
+            fleet = getattr(self, attr)
+            if fleet is not None:
+                await asyncio.to_thread(fleet.stop)
+                notes += fleet.notes
+                setattr(self, attr, None)
+        return notes
+
+    def close(self) -> list[str]:
+        """Synchronous clean-up: stop workers, restore stopped services, close the
+        receiver; returns problems found (never raises)."""
+        problems = []
+        for fleet in (self.allinone, self.fleet):
+            if fleet is not None:
+                fleet.stop()
+                problems += fleet.notes
+        self.allinone = self.fleet = None
+        for name in sorted(self.stopped_services):
+            err = drill_faults.ensure_service_up(self.settings, name)
+            if err:
+                problems.append(f"could not restore {name}: {err}")
+        self.stopped_services.clear()
+        self.receiver.close()
+        return problems
+
+
+# -- the drills' faults: each gets the Run after the ingest and returns when done --
+async def _fault_kill_workers(stack: Stack, run: Run) -> None:
+    specs = list(drill_faults.stages())
+    run.rng.shuffle(specs)
+    marks = [run.rng.uniform(0.1, 0.7) for _ in specs]
+
+    async def kill_at(spec: str, mark: float) -> None:
+        await run.progress(mark)
+        late = run.recorder.terminal_count(run.expected) == len(run.expected)
+        took = await stack.fleet.kill_and_restart(spec)
+        run.notes.append(f"killed {spec}@{mark:.2f}{' (after all terminal)' if late else ''} "
+                         f"back in {took:.0f}s")
+
+    # each stage at its own moment; a restart does not delay the other kills
+    await asyncio.gather(*(kill_at(s, m) for s, m in zip(specs, marks)))
+
+
+def _fault_restart(service: str) -> Callable[[Stack, Run], Awaitable[None]]:
+    async def fault(stack: Stack, run: Run) -> None:
+        mark = run.rng.uniform(0.2, 0.5)
+        await run.progress(mark)
+        stack.stopped_services.add(service)
+        try:
+            info = await drill_faults.restart_service(stack.settings, service, stack.opts.outage_s)
+        except Exception as exc:  # noqa: BLE001 — note it, try once more
+            run.notes.append(f"{service} did not come back: {str(exc)[:200]}")
+            err = await asyncio.to_thread(drill_faults.ensure_service_up, stack.settings, service)
+            if err:
+                raise RuntimeError(f"{service} could not be restarted: {err}") from exc
+            info = {"down": "?", "up_s": "?"}
+        stack.stopped_services.discard(service)
+        run.notes.append(f"{service} down@{mark:.2f} for {stack.opts.outage_s:.0f}s "
+                         f"({info['down']}), healthy {info['up_s']}s after start")
+    return fault
+
+
+async def _fault_new_versions(stack: Stack, run: Run) -> None:
+    mark = run.rng.uniform(0.2, 0.5)
+    await run.progress(mark)
+    n = len(run.paths)
+    chosen = sorted(run.rng.sample(range(n), max(1, n // 3)))
+    paths = make_corpus(run.corpus_dir, stack.opts.docs, stack.opts.seed, revision=2,
+                        only=chosen)
+    new = await run.ingest(paths)
+    run.notes.append(f"v2 of {len(new)} docs @{mark:.2f}")
+
+
+async def _fault_redeploy(stack: Stack, run: Run) -> None:
+    await run.completed_at_least(0.4)
+    took, clean = await asyncio.to_thread(drill_faults.sigterm, stack.allinone.workers["all"])
+    run.notes.append(f"all-in-one stopped in {took:.1f}s{'' if clean else ' (needed SIGKILL)'} "
+                     f"with {len(run.recorder.completed(run.expected))} completed")
+    stack.allinone = None
+    run.reprocess_after = time.time()
+    run.reprocess_statuses = STAGE_STATUSES
+    took = await stack.procfile(f"{run.name}")
+    run.notes.append(f"procfile ready in {took:.0f}s")
+
+
+FAULTS: dict[str, Callable[[Stack, Run], Awaitable[None]]] = {
+    "redeploy": _fault_redeploy,
+    "kill-workers": _fault_kill_workers,
+    **{f"restart-{s}": _fault_restart(s) for s in SERVICES},
+    "new-versions": _fault_new_versions,
+}
+
+
+async def _milvus_ids(settings: Settings, project: str) -> dict[str, set[str]]:
+    """``{document_id: chunk ids}`` in the project's collection (strong consistency)."""
+    from pymilvus import MilvusClient
+
+    from adapters.vector_store import alias_name
+
+    def read() -> dict[str, set[str]]:
+        client = MilvusClient(uri=settings.milvus_uri, timeout=30)
+        try:
+            alias = alias_name(project)
+            if alias not in set(client.list_aliases().get("aliases", [])) \
+                    and not client.has_collection(alias):
+                return {}
+            rows = client.query(alias, filter="chunk_index >= 0", output_fields=["chunk_id", "document_id"],
+                                limit=16384, consistency_level="Strong")
+            out: dict[str, set[str]] = {}
+            for r in rows:
+                out.setdefault(r["document_id"], set()).add(r["chunk_id"])
+            return out
+        finally:
+            client.close()
+
+    for attempt in range(10):
+        try:
+            return await asyncio.to_thread(read)
+        except Exception:  # noqa: BLE001 — a restarted Milvus may take a moment
+            if attempt == 9:
+                raise
+            await asyncio.sleep(2.0)
+    return {}
+
+
+async def _processed_totals(settings: Settings, project: str,
+                            expected: dict[str, int]) -> dict[tuple[str, int], int]:
+    """Chunk counts from the processed JSON of each expected version (where written)."""
+    import orjson
+
+    from adapters.object_keys import processed_key
+    from adapters.object_store import ObjectStore
+
+    out = {}
+    async with ObjectStore(settings) as store:
+        for doc, version in expected.items():
+            try:
+                body = orjson.loads(await store.get_bytes(processed_key(project, doc, version)))
+                out[(doc, version)] = len(body.get("chunks", []))
+            except Exception:  # noqa: BLE001 — not written (failed or not reached)
+                continue
+    return out
+
+
+async def _topics_led(settings: Settings, timeout_s: float = 60.0) -> None:
+    """Wait until every catalogue topic has a leader for each partition (freshly
+    created topics on the embedded broker answer UnknownError for a moment)."""
+    from aiokafka import TopicPartition
+
+    from streams.kafka_io import producer
+    from topics import ALL
+
+    end = time.monotonic() + timeout_s
+    async with producer(settings.kafka_bootstrap) as prod:
+        while time.monotonic() < end:
+            try:
+                await prod.client.force_metadata_update()
+                cluster = prod.client.cluster
+                if all((parts := cluster.partitions_for_topic(t.name)) and
+                       all(cluster.leader_for_partition(TopicPartition(t.name, p)) not in (None, -1)
+                           for p in parts) for t in ALL):
+                    return
+            except Exception:  # noqa: BLE001 — keep polling until the deadline
+                pass
+            await asyncio.sleep(1.0)
+
+
+async def _wait_terminal(run: Run) -> Optional[str]:
+    """Wait for every expected version to be terminal; returns None, or why not
+    (stalled / timeout)."""
+    t0 = time.monotonic()
+    while True:
+        if not all_terminal(run.expected, run.recorder.events):
+            return None
+        idle = time.monotonic() - run.recorder.last_event
+        if idle > run.opts.stall_s:
+            return f"stalled: no status event for {idle:.0f}s"
+        if time.monotonic() - t0 > run.opts.timeout_s:
+            return f"timeout after {run.opts.timeout_s:.0f}s"
+        await asyncio.sleep(0.5)
+
+
+async def _wait_callbacks(run: Run, timeout_s: float = 60.0) -> None:
+    """Wait (bounded) until every terminal expected version has a callback."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        keyed = {((c.body or {}).get("document_id"), (c.body or {}).get("version"))
+                 for c in run.receiver.for_project(run.project)}
+        if all((d, v) in keyed for d, v in run.expected.items()):
+            return
+        await asyncio.sleep(0.5)
+
+
+async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
+    """One drill on a fresh project; never raises (errors become a failed result).
+    The Procfile workers are kept for the next drill unless this one stalled,
+    crashed or restarted the broker (then they are stopped and started afresh)."""
+    from topics.admin import ensure_topics
+
+    opts = stack.opts
+    project = f"drill-{name}-{uuid.uuid4().hex[:6]}".replace("restart-", "r-")
+    rng = random.Random(f"{opts.seed}:{name}")
+    run = Run(name, project, stack.settings, opts, rng, stack.receiver,
+              Recorder(stack.settings, project), stack.workdir / project)
+    t_start = time.monotonic()
+    restart_fleet = name == "restart-broker"
+    try:
+        # every drill starts from a working stack: services up, the catalogue's topics
+        # present (an in-memory broker that was restarted comes back without them)
+        if err := await asyncio.to_thread(drill_faults.ensure_service_up, stack.settings):
+            run.notes.append(f"stack not up before the drill: {err[:200]}")
+        if await ensure_topics(stack.settings.kafka_bootstrap, stack.settings.topic_partitions):
+            run.notes.append("topics were missing (re-created)")
+            await _topics_led(stack.settings)
+        if name == "redeploy":
+            if stack.fleet is not None:
+                await asyncio.to_thread(stack.fleet.stop)
+                stack.fleet = None
+            stack.allinone = drill_faults.Fleet(stack.settings, name)
+            took = await stack.allinone.start(["all"])
+        else:
+            took = await stack.procfile(name)
+        if took:
+            run.notes.append(f"workers ready in {took:.0f}s")
+        run.recorder.start()
+        run.paths = make_corpus(run.corpus_dir, opts.docs, opts.seed)
+        t_start = time.monotonic()
+        await run.ingest(run.paths)
+        await FAULTS[name](stack, run)
+        why = await _wait_terminal(run)
+        if why:
+            run.notes.append(why)
+            restart_fleet = True
+        else:
+            await _wait_callbacks(run)
+        present = await _milvus_ids(stack.settings, project)
+        totals = await _processed_totals(stack.settings, project, run.expected)
+        if stack.fleet is not None and (dead := stack.fleet.dead()):
+            run.notes.append(f"workers exited: {dead}")
+        result = evaluate(name, expected=run.expected, events=run.recorder.events, present=present,
+                          callbacks=run.receiver.for_project(project), chunk_totals=totals,
+                          reprocess_after=run.reprocess_after,
+                          reprocess_statuses=run.reprocess_statuses,
+                          seconds=time.monotonic() - t_start, notes=run.notes)
+    except Exception as exc:  # noqa: BLE001 — a drill that crashes is a failed drill
+        restart_fleet = True
+        result = DrillResult(name, seconds=round(time.monotonic() - t_start, 1),
+                             notes=[*run.notes, f"error: {type(exc).__name__}: {str(exc)[:300]}"])
+    finally:
+        await run.recorder.stop()
+    result.details["project"] = project
+    if restart_fleet or stack.allinone is not None:
+        result.notes += await stack.stop_workers()  # a fresh fleet for the next drill
+    return result
+
+
+def select(only: Optional[str]) -> list[str]:
+    """The drills to run, in the default order; raises ValueError for unknown names."""
+    if not only:
+        return list(DRILLS)
+    names = [n.strip() for n in only.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DRILLS]
+    if unknown:
+        raise ValueError(f"unknown drill(s) {unknown}; choose from {list(DRILLS)}")
+    return [n for n in DRILLS if n in names]
+
+
+async def run_drills(names: Sequence[str], opts: Options, settings: Settings,
+                     echo: Callable[[str], None] = print) -> list[DrillResult]:
+    """Start the stack if needed and run the named drills one after another."""
+    from streams import devstack
+    from topics.admin import ensure_topics
+
+    await asyncio.to_thread(devstack.up, settings, timeout_s=240.0)
+    await ensure_topics(settings.kafka_bootstrap, settings.topic_partitions)
+    workdir = settings.data_dir / "drill"
+    stack = Stack(settings, opts, workdir)
+    results = []
+    try:
+        for i, name in enumerate(names):
+            result = await run_drill(stack, name, i)
+            results.append(result)
+            echo(result.line())
+    finally:
+        for problem in await asyncio.to_thread(stack.close):
+            echo(f"cleanup: {problem}")
+    return results
+
+
+def drill_main(docs: int, only: Optional[str], seed: int, json_out: bool,
+               outage_s: float, timeout_s: float, stall_s: float) -> int:
+    """The ``ragstream drill`` command; returns the exit code (0 = all passed,
+    1 = a drill failed, 2 = bad arguments)."""
+    try:
+        names = select(only)
+    except ValueError as exc:
+        print(exc)
+        return 2
+    if docs < 1:
+        print("--docs must be at least 1")
+        return 2
+    settings = get_settings()
+    opts = Options(docs=docs, seed=seed, outage_s=outage_s, timeout_s=timeout_s, stall_s=stall_s)
+    t0 = time.time()
+    # SIGTERM behaves like Ctrl-C: the finally blocks stop workers, restore services
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    results: list[DrillResult] = []
+    try:
+        results = asyncio.run(run_drills(names, opts, settings))
+    except KeyboardInterrupt:
+        print("interrupted")
+    if json_out:
+        json_path = settings.data_dir / "drill" / "report.json"
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(report_json(results, docs=docs, seed=seed, drills=names,
+                                         seconds=round(time.time() - t0, 1),
+                                         stack=str(settings.data_dir)))
+        print(f"report: {json_path}")
+    print(summary_line(results))
+    return 0 if results and len(results) == len(names) and all(r.passed for r in results) else 1

@@ -1,0 +1,147 @@
+"""``ragstream drill``: the checks on hand-made inputs (fast, no stack), and the
+drills themselves against the test stack (slow).
+
+The slow tests start their own workers (Procfile layout / all-in-one) through the
+CLI entry point; they use the ``stack`` fixture only, not the session ``worker``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from streams.drill_checks import (Callback, Ev, chunk_diff, duplicate_completions, evaluate,
+                                  expected_chunk_ids, reprocessed, summary_line)
+
+SUMMARY = re.compile(r"^drills_passed=(\d+)/(\d+) lost=(\d+) extra=(\d+) "
+                     r"duplicate_completions=(\d+) reprocessed=(\d+)$")
+
+
+def _done(doc: str, version: int, total: int, t0: float = 100.0) -> list[Ev]:
+    """The events of one version that went through cleanly, from ``t0``."""
+    statuses = ["QUEUED", "NORMALIZING", "PARTITIONING", "CHUNKING", "ENHANCING", "EMBEDDING",
+                "INDEXING", "COMPLETED"]
+    return [Ev(doc, version, s, t0 + i, total if s in ("INDEXING", "COMPLETED") else 0)
+            for i, s in enumerate(statuses)]
+
+
+def _cb(doc: str, version: int, status: str = "COMPLETED", project: str = "p") -> Callback:
+    return Callback(f"{doc}:v{version}:{status}",
+                    {"document_id": doc, "version": version, "status": status, "project": project})
+
+
+def test_clean_run_passes():
+    events = _done("a", 1, 3) + _done("b", 1, 2)
+    present = {"a": expected_chunk_ids("a", 1, 3), "b": expected_chunk_ids("b", 1, 2)}
+    r = evaluate("x", expected={"a": 1, "b": 1}, events=events + events[:4],  # re-read: no dup
+                 present=present, callbacks=[_cb("a", 1), _cb("b", 1), _cb("a", 1)])
+    assert r.passed, r
+    assert (r.lost, r.extra, r.duplicate_completions, r.reprocessed) == (0, 0, 0, 0)
+
+
+def test_lost_and_extra_chunks_are_counted_per_id():
+    events = _done("a", 2, 3)
+    present = {"a": {"a:2:0", "a:2:2", "a:1:0", "a:1:1"}, "stranger": {"stranger:1:0"}}
+    r = evaluate("x", expected={"a": 2}, events=events, present=present, callbacks=[_cb("a", 2)])
+    assert r.lost == 1 and r.details["lost"] == ["a:2:1"]
+    assert r.extra == 3  # both superseded v1 chunks and the chunk of a document never ingested
+    assert not r.passed
+    assert chunk_diff({"x:1:0", "x:1:1"}, {"x:1:1", "x:1:5"}) == ({"x:1:0"}, {"x:1:5"})
+
+
+def test_duplicate_completions_count_extra_emissions_and_completed_plus_failed():
+    events = _done("a", 1, 2) + [Ev("a", 1, "COMPLETED", 200.0, 2), Ev("a", 1, "COMPLETED", 201.0, 2)]
+    events += _done("b", 1, 1) + [Ev("b", 1, "FAILED", 300.0, error="index: boom")]
+    assert duplicate_completions(events) == {("a", 1): 2, ("b", 1): 1}
+    # the same record read twice is not a second emission
+    assert duplicate_completions(_done("c", 1, 1) * 2) == {}
+    r = evaluate("x", expected={"a": 1, "b": 1}, events=events,
+                 present={"a": expected_chunk_ids("a", 1, 2), "b": expected_chunk_ids("b", 1, 1)},
+                 callbacks=[_cb("a", 1), _cb("b", 1), _cb("b", 1, "FAILED")])
+    assert r.duplicate_completions == 3 and not r.callbacks_ok and not r.passed
+
+
+def test_reprocessed_after_completion_and_after_redeploy():
+    events = _done("a", 1, 1, t0=100) + [Ev("a", 1, "NORMALIZING", 150.0)]
+    events += _done("b", 1, 1, t0=100) + [Ev("b", 1, "INDEXING", 150.0, 1)]
+    events += _done("c", 1, 1, t0=200)  # completed after the redeploy at 160
+    assert reprocessed(events) == {"a"}  # restart statuses only by default
+    assert reprocessed(events, completed_before=160.0, after=160.0,
+                       statuses=("NORMALIZING", "INDEXING")) == set()  # events before 160
+    events.append(Ev("b", 1, "CHUNKING", 170.0))
+    assert reprocessed(events, completed_before=160.0, after=160.0,
+                       statuses=("NORMALIZING", "CHUNKING")) == {"b"}
+    r = evaluate("redeploy", expected={"a": 1, "b": 1, "c": 1}, events=events,
+                 present={d: expected_chunk_ids(d, 1, 1) for d in "abc"},
+                 callbacks=[_cb(d, 1) for d in "abc"], reprocess_after=160.0,
+                 reprocess_statuses=("NORMALIZING", "CHUNKING"))
+    assert r.reprocessed == 1 and not r.passed
+    assert r.details["reprocessed"] == {"b": "v1 CHUNKING by ?, 63.0s after COMPLETED"}
+    # a new version's stage events are not reprocessing of the old one
+    assert reprocessed(_done("d", 1, 1) + _done("d", 2, 1, t0=300)) == set()
+
+
+def test_not_terminal_failed_and_missing_callback_fail_the_drill():
+    events = _done("a", 1, 1) + _done("b", 1, 1)[:4] + [Ev("c", 1, "FAILED", 150.0, error="x")]
+    r = evaluate("x", expected={"a": 1, "b": 1, "c": 1}, events=events,
+                 present={"a": {"a:1:0"}}, callbacks=[_cb("c", 1, "FAILED")])
+    assert r.not_terminal == 1 and r.failed == 1
+    assert not r.callbacks_ok  # a's COMPLETED callback never came
+    assert not r.passed
+
+
+def test_summary_line_format():
+    a = evaluate("a", expected={"a": 1}, events=_done("a", 1, 1), present={"a": {"a:1:0"}},
+                 callbacks=[_cb("a", 1)])
+    b = evaluate("b", expected={"b": 1}, events=_done("b", 1, 2), present={"b": {"b:1:0"}},
+                 callbacks=[_cb("b", 1)])
+    line = summary_line([a, b])
+    assert line == "drills_passed=1/2 lost=1 extra=0 duplicate_completions=0 reprocessed=0"
+    assert SUMMARY.match(line)
+
+
+def test_corpus_is_deterministic_mixed_and_has_a_split_pdf(tmp_path):
+    from pypdf import PdfReader
+
+    from stages.profiles import Profile
+    from streams.drill import make_corpus
+
+    one = make_corpus(tmp_path / "a", 8, seed=3)
+    two = make_corpus(tmp_path / "b", 8, seed=3)
+    assert [p.read_bytes() for p in one] == [p.read_bytes() for p in two]
+    assert {p.suffix for p in one} >= {".pdf", ".docx", ".txt", ".md", ".html"}
+    split = [p for p in one if "split" in p.name]
+    assert len(PdfReader(split[0]).pages) > Profile().max_pages_per_task
+    v2 = make_corpus(tmp_path / "a", 8, seed=3, revision=2, only=[3])
+    assert v2[0].name == one[3].name and v2[0].read_bytes() != two[3].read_bytes()
+    texts = [p.read_bytes() for p in make_corpus(tmp_path / "c", 8, seed=4)]
+    assert len(set(texts)) == len(texts)
+
+
+@pytest.mark.slow
+def test_drills_on_the_stack(stack):
+    """Every drill on 8 documents through the CLI entry point; the verdicts against
+    the current pipeline are reported, the format of the last line is asserted."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("ragstream")), "drill", "--docs", "8", "--json",
+         "--stall", "60", "--timeout", "300"],
+        capture_output=True, text=True, env=env, timeout=1500)
+    took = time.monotonic() - started
+    lines = proc.stdout.strip().splitlines()
+    print(proc.stdout[-6000:], proc.stderr[-3000:], f"took {took:.0f}s", sep="\n")
+    assert lines, proc.stderr[-3000:]
+    m = SUMMARY.match(lines[-1])
+    assert m, lines[-1]
+    passed, total = int(m[1]), int(m[2])
+    assert total == 8
+    drill_lines = [ln for ln in lines if re.match(r"^\S+\s+passed=(true|false) ", ln)]
+    assert len(drill_lines) == total
+    assert proc.returncode == (0 if passed == total else 1)
+    assert not [ln for ln in lines if ln.startswith("cleanup:")]
