@@ -53,7 +53,9 @@ class Resources:
             if self._embedder is None:
                 from adapters.embedder import create_embedder
 
-                self._embedder = create_embedder(self.settings)
+                # no retries inside the client: the stage runner's one retry policy
+                # waits out a Triton outage (retries must not nest, issue 8 failure 9)
+                self._embedder = create_embedder(self.settings.model_copy(update={"triton_retry_s": 0.0}))
         return self._embedder
 
     async def close(self) -> None:
