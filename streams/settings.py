@@ -38,8 +38,10 @@ class Settings(BaseSettings):
     pg_port: int = 15432
     pg_dsn: str = "postgresql://ragstream@127.0.0.1:15432/ragstream"
 
-    # Milvus (Milvus Lite server in the embedded stack)
+    # Milvus (Milvus Lite server in the embedded stack); how long a lost connection
+    # is retried, reconnecting with backoff, before a call fails (seconds)
     milvus_uri: str = "http://127.0.0.1:19530"
+    milvus_reconnect_s: float = 60.0
 
     # Triton inference server (the embedded stack serves it on 127.0.0.1)
     triton_host: str = "127.0.0.1"
