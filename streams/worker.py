@@ -15,6 +15,7 @@ from typing import Sequence
 from streams.app import STAGES, create_app
 from streams.metrics import serve_metrics
 from streams.settings import get_settings
+from streams.shutdown import install_shutdown_watchdog
 from topics.admin import ensure_topics
 
 
@@ -39,4 +40,5 @@ def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info") -> None:
               file=sys.stderr, flush=True)
 
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    install_shutdown_watchdog(settings.shutdown_grace_s)  # bounded stop even if Faust hangs
     worker.execute_from_commandline()

@@ -38,6 +38,13 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        from streams.shutdown import install_shutdown_watchdog
+        from topics.admin import ensure_topics
+
+        install_shutdown_watchdog(settings.shutdown_grace_s)
+        # in any start order: wait for the broker, create the topics if no worker has
+        await ensure_topics(settings.kafka_bootstrap, settings.topic_partitions,
+                            timeout_s=settings.broker_wait_s)
         state = ApiState(settings)
         app.state.api = state
         try:
