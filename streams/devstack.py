@@ -47,8 +47,10 @@ Quirks found and worked around:
   stopped with SIGINT (fast shutdown) sent to the postmaster only, as PostgreSQL
   documents (it stops its own children).
 - Tansu has a single listener and no extra ports; it starts in milliseconds.
-  With ``settings.broker_storage = "s3://BUCKET/"`` it stores data in SeaweedFS
-  (bucket created before start; AWS_* env from the S3 settings).
+  By default (``settings.broker_storage = "s3://ragstream-broker/"``) it stores
+  every record in SeaweedFS, so topics and records survive a broker restart or
+  kill; s3 is then started first (bucket created before start; AWS_* env from the
+  S3 settings).  ``memory://tansu/`` keeps records in memory only.
 - ``milvus-lite server`` is a Python process; it binds ``[::ffff:127.0.0.1]``.
 - Pid 1 in some containers reaps orphans slowly: a killed server can linger as a
   zombie, which ``kill(pid, 0)`` reports alive.  Zombies count as dead here, and a
