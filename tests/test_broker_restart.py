@@ -102,3 +102,25 @@ def test_broker_sigkill_restart_keeps_records(stack, tmp_path, project):
         assert stop_s < GRACE_S + 5, stop_s
     finally:
         stop_worker(survivor, grace_s=5)
+
+
+def test_up_right_after_a_kill_starts_a_fresh_broker(stack):
+    """``up`` that finds the broker's process still listed but dying (killed, exit not
+    complete yet) starts a fresh broker instead of failing with "exited during
+    startup".  Made deterministic: the broker is frozen (SIGSTOP: listed, does not
+    answer), ``up`` begins, then the broker is killed."""
+    import threading
+
+    from streams import devstack
+
+    paths = devstack.Paths.of(stack, "broker")
+    old_pid = int(paths.pid.read_text())
+    os.kill(old_pid, signal.SIGSTOP)
+    killer = threading.Timer(5.0, os.kill, (old_pid, signal.SIGKILL))
+    killer.start()
+    try:
+        result = devstack.up(stack, names=["broker"], timeout_s=60)
+    finally:
+        killer.join()
+    assert result["broker"].healthy and result["broker"].detail == "started"
+    assert result["broker"].pid != old_pid
