@@ -184,8 +184,11 @@ async def readiness(state: ApiState) -> dict[str, dict[str, Any]]:
     async def milvus() -> None:
         from pymilvus import MilvusClient
 
-        def ping() -> None:
-            client = MilvusClient(uri=s.milvus_uri, timeout=4.0)
+        from adapters.vector_store import GRPC_OPTIONS
+
+        def ping() -> None:  # dedicated: never pymilvus's shared (possibly broken) channel
+            client = MilvusClient(uri=s.milvus_uri, timeout=4.0, dedicated=True,
+                                  grpc_options=dict(GRPC_OPTIONS))
             try:
                 client.list_collections()
             finally:
