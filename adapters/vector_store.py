@@ -9,14 +9,40 @@ cosine); FLAT keeps full top-k under selective filters (DESIGN.md).
 The synchronous MilvusClient is used (AsyncMilvusClient's create_collection with
 index params raises UNIMPLEMENTED on Milvus Lite, DESIGN.md); every call runs in a
 thread so it never blocks the event loop.
+
+Surviving Milvus restarts and dropped connections:
+
+- Each VectorStore owns a *dedicated* pymilvus connection (``dedicated=True``), not
+  one from pymilvus's process-wide shared registry (keyed by address), so closing
+  it really closes its gRPC channel and a broken channel is never handed back to
+  another client on the same URI.
+- gRPC keepalive is set to what Milvus Lite's server (a plain ``grpc.server`` with
+  default options) accepts: no pings without calls in flight (the server allows
+  those only every 2 h) and at most one ping per 5 min during calls
+  (``grpc.http2.min_ping_interval_without_data_ms`` default); pymilvus's own
+  default, a ping every 10 s even when idle, makes the server answer GOAWAY
+  ``too_many_pings`` after its 2 ping strikes.
+- Every public method runs through :meth:`VectorStore._call`: on a
+  connection-class error (:func:`is_connection_error`: gRPC UNAVAILABLE, pymilvus
+  "Fail connecting …", a closed channel) the client is closed and dropped, the
+  loaded-collection cache is cleared (a restarted Milvus has nothing loaded), and
+  the call is retried with exponential backoff (tenacity) for up to
+  ``reconnect_s`` seconds before the last error is raised.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
-from typing import Any, Optional, Sequence
+import threading
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from pymilvus import DataType, MilvusClient
+import grpc
+from pymilvus import DataType, MilvusClient, MilvusException
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DIM = 384  # all-MiniLM-L6-v2
 TEXT_MAX = 65535
@@ -35,39 +61,153 @@ def alias_name(project: str) -> str:
     return "chunks_" + project.replace("-", "_")
 
 
+# gRPC channel options Milvus Lite's server accepts (see the module docstring)
+GRPC_OPTIONS = {
+    "grpc.keepalive_time_ms": 300_000,
+    "grpc.keepalive_timeout_ms": 20_000,
+    "grpc.keepalive_permit_without_calls": False,
+    "grpc.http2.max_pings_without_data": 0,
+}
+_CONNECTION_MARKERS = ("fail connecting", "server unavailable", "unavailable", "connection refused",
+                       "failed to connect", "socket closed", "too_many_pings", "closed channel",
+                       "connection reset", "goaway")
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True for errors that mean "no usable connection to Milvus" (retry after
+    reconnecting), False for everything else (bad request, missing collection, …).
+
+    Connection-class: ``grpc.RpcError`` with status UNAVAILABLE; ``MilvusException``
+    with pymilvus's CONNECT_FAILED code (2, "Fail connecting to server …"), a gRPC
+    UNAVAILABLE code, or a message naming a transport failure; ``ValueError``
+    "Cannot invoke RPC on closed channel!" (a channel closed under a running call).
+    """
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        return exc.code() == grpc.StatusCode.UNAVAILABLE
+    if isinstance(exc, MilvusException):
+        if exc.code in (2, grpc.StatusCode.UNAVAILABLE):
+            return True
+        return any(m in str(exc.message).lower() for m in _CONNECTION_MARKERS)
+    if isinstance(exc, ValueError):
+        return "closed channel" in str(exc).lower()
+    return False
+
+
+def is_not_loaded(exc: BaseException) -> bool:
+    """True for Milvus "collection not loaded" (code 101): after a restart (even one
+    that pymilvus's own channel recovery hid from us) collections are released."""
+    return isinstance(exc, MilvusException) and (
+        exc.code == 101 or "call load()" in str(exc.message) or "not loaded" in str(exc.message).lower())
+
+
 def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 class VectorStore:
-    """Milvus access for ragstream chunks.  ``uri``: e.g. ``http://127.0.0.1:19530``."""
+    """Milvus access for ragstream chunks.
 
-    def __init__(self, uri: str, timeout_s: float = 30.0):
+    ``uri``: e.g. ``http://127.0.0.1:19530``.  ``timeout_s``: deadline of one
+    Milvus call (pymilvus retries UNAVAILABLE inside it).  ``connect_timeout_s``:
+    how long opening the connection may take.  ``reconnect_s``: how long a
+    connection-class error is retried, reconnecting with backoff, before the
+    error is raised (None: ``settings.milvus_reconnect_s``, default 60 s).
+    Thread-safe: the async wrappers call it from worker threads.
+    """
+
+    def __init__(self, uri: str, timeout_s: float = 30.0, reconnect_s: Optional[float] = None,
+                 connect_timeout_s: float = 5.0):
+        if reconnect_s is None:
+            from streams.settings import get_settings
+
+            reconnect_s = get_settings().milvus_reconnect_s
         self.uri = uri
         self.timeout_s = timeout_s
+        self.reconnect_s = reconnect_s
+        self.connect_timeout_s = connect_timeout_s
         self._client: Optional[MilvusClient] = None
         self._ready: set[str] = set()
+        self._lock = threading.Lock()
+        self.reconnects = 0  # how many times a broken connection was dropped
 
     @property
     def client(self) -> MilvusClient:
-        if self._client is None:
-            self._client = MilvusClient(uri=self.uri, timeout=self.timeout_s)
-        return self._client
+        """The current connection, opened on first use (raises when Milvus is down)."""
+        with self._lock:
+            if self._client is None:
+                self._client = MilvusClient(uri=self.uri, timeout=self.connect_timeout_s,
+                                            dedicated=True, grpc_options=dict(GRPC_OPTIONS))
+            return self._client
 
     def close(self) -> None:
         """Close the connection (the next call reconnects)."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def _drop(self, client: Optional[MilvusClient]) -> None:
+        """Close and forget ``client`` if it is still the current one; forget which
+        collections are loaded (a restarted Milvus must load them again)."""
+        with self._lock:
+            if client is not None and client is self._client:
+                self._client = None
+                self.reconnects += 1
+            else:
+                client = None
+            self._ready.clear()
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - a broken channel may fail to close
+                log.debug("closing a broken Milvus client failed", exc_info=True)
+
+    def _call(self, op: str, fn: Callable[[MilvusClient], T]) -> T:
+        """Run ``fn(client)``, reconnecting and retrying on connection-class errors
+        (exponential backoff 0.2 s … 5 s) for up to ``reconnect_s`` seconds; a
+        "collection not loaded" error forgets the loaded set and retries (the next
+        attempt loads it).  Other errors, and the last retried error once
+        ``reconnect_s`` has passed, are raised."""
+        used: list[Optional[MilvusClient]] = [None]
+
+        def attempt() -> T:
+            used[0] = None
+            client = self.client
+            used[0] = client
+            return fn(client)
+
+        def before_sleep(state) -> None:
+            exc = state.outcome.exception()
+            if not is_connection_error(exc):  # not loaded: Milvus restarted under us
+                log.warning("Milvus %s at %s: %s; loading the collection again", op, self.uri, exc)
+                with self._lock:
+                    self._ready.clear()
+                return
+            log.warning("Milvus %s at %s: %s: %s; reconnecting (attempt %d)", op, self.uri,
+                        type(exc).__name__, str(exc)[:200], state.attempt_number)
+            self._drop(used[0])
+
+        retrying = Retrying(stop=stop_after_delay(self.reconnect_s),
+                            wait=wait_exponential(multiplier=0.2, max=5.0),
+                            retry=retry_if_exception(lambda e: is_connection_error(e) or is_not_loaded(e)),
+                            before_sleep=before_sleep, reraise=True)
+        try:
+            return retrying(attempt)
+        except BaseException as exc:
+            if is_connection_error(exc):
+                self._drop(used[0])
+            raise
 
     # -- collections ------------------------------------------------------------------
     def ensure_collection_sync(self, project: str) -> str:
-        """Create ``chunks_{project}_v1`` and its alias when the alias is missing;
-        returns the alias.  Idempotent."""
+        """Create ``chunks_{project}_v1`` and its alias when the alias is missing,
+        load it; returns the alias.  Idempotent; reconnects like every method."""
         alias = alias_name(project)
+        return self._call("ensure_collection", lambda client: self._ensure(client, alias))
+
+    def _ensure(self, client: MilvusClient, alias: str) -> str:
         if alias in self._ready:
             return alias
-        client = self.client
         if alias not in set(client.list_aliases().get("aliases", [])) and not client.has_collection(alias):
             physical = f"{alias}_v1"
             if not client.has_collection(physical):
@@ -87,23 +227,25 @@ class VectorStore:
                 index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
                 client.create_collection(physical, schema=schema, index_params=index)
             client.create_alias(physical, alias)
-        client.load_collection(alias)
+        client.load_collection(alias, timeout=self.timeout_s)
         self._ready.add(alias)
         return alias
 
     # -- writes -----------------------------------------------------------------------
     def upsert_sync(self, project: str, rows: Sequence[dict[str, Any]]) -> int:
         """Upsert chunk rows (keys: OUTPUT_FIELDS + ``vector``); returns the row count."""
-        alias = self.ensure_collection_sync(project)
+        alias = alias_name(project)
         for row in rows:
             row["text"] = row["text"][: TEXT_MAX // 4]  # VARCHAR limit is in bytes (UTF-8 ≤ 4)
-        self.client.upsert(alias, list(rows))
+        rows = list(rows)
+        self._call("upsert", lambda c: c.upsert(self._ensure(c, alias), rows, timeout=self.timeout_s))
         return len(rows)
 
     def delete_versions_below_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete a document's chunks of every version lower than ``version``."""
-        alias = self.ensure_collection_sync(project)
-        self.client.delete(alias, filter=f"document_id == {_quote(document_id)} and version < {int(version)}")
+        alias = alias_name(project)
+        flt = f"document_id == {_quote(document_id)} and version < {int(version)}"
+        self._call("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     def delete_version_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete the chunks of one version of a document."""
@@ -112,32 +254,37 @@ class VectorStore:
 
     def delete_document_sync(self, project: str, document_id: str) -> None:
         """Delete every chunk of a document."""
-        alias = self.ensure_collection_sync(project)
-        self.client.delete(alias, filter=f"document_id == {_quote(document_id)}")
+        alias = alias_name(project)
+        flt = f"document_id == {_quote(document_id)}"
+        self._call("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     # -- reads ------------------------------------------------------------------------
     def count_sync(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         """Number of chunks stored for a document (optionally one version)."""
-        alias = self.ensure_collection_sync(project)
+        alias = alias_name(project)
         flt = f"document_id == {_quote(document_id)}"
         if version is not None:
             flt += f" and version == {int(version)}"
-        res = self.client.query(alias, filter=flt, output_fields=["count(*)"], consistency_level="Strong")
+        res = self._call("count", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["count(*)"],
+                                                    consistency_level="Strong", timeout=self.timeout_s))
         return int(res[0]["count(*)"]) if res else 0
 
     def chunk_ids_sync(self, project: str, document_id: str) -> list[str]:
         """Every primary key stored for a document (for duplicate checks)."""
-        alias = self.ensure_collection_sync(project)
-        res = self.client.query(alias, filter=f"document_id == {_quote(document_id)}",
-                                output_fields=["chunk_id"], limit=16384)
+        alias = alias_name(project)
+        flt = f"document_id == {_quote(document_id)}"
+        res = self._call("query", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["chunk_id"],
+                                                    limit=16384, timeout=self.timeout_s))
         return [r["chunk_id"] for r in res]
 
     def search_sync(self, project: str, vector: Sequence[float], k: int = 5,
                     filter: str = "") -> list[dict[str, Any]]:
         """Top-``k`` chunks by inner product (= cosine); each hit: fields + ``score``."""
-        alias = self.ensure_collection_sync(project)
-        res = self.client.search(alias, data=[list(vector)], limit=k, filter=filter,
-                                 output_fields=OUTPUT_FIELDS, anns_field="vector")
+        alias = alias_name(project)
+        data = [list(vector)]
+        res = self._call("search", lambda c: c.search(self._ensure(c, alias), data=data, limit=k, filter=filter,
+                                                      output_fields=OUTPUT_FIELDS, anns_field="vector",
+                                                      timeout=self.timeout_s))
         hits = []
         for hit in res[0] if res else []:
             entity = dict(hit.get("entity", {}))

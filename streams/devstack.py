@@ -47,8 +47,10 @@ Quirks found and worked around:
   stopped with SIGINT (fast shutdown) sent to the postmaster only, as PostgreSQL
   documents (it stops its own children).
 - Tansu has a single listener and no extra ports; it starts in milliseconds.
-  With ``settings.broker_storage = "s3://BUCKET/"`` it stores data in SeaweedFS
-  (bucket created before start; AWS_* env from the S3 settings).
+  By default (``settings.broker_storage = "s3://ragstream-broker/"``) it stores
+  every record in SeaweedFS, so topics and records survive a broker restart or
+  kill; s3 is then started first (bucket created before start; AWS_* env from the
+  S3 settings).  ``memory://tansu/`` keeps records in memory only.
 - ``milvus-lite server`` is a Python process; it binds ``[::ffff:127.0.0.1]``.
 - Pid 1 in some containers reaps orphans slowly: a killed server can linger as a
   zombie, which ``kill(pid, 0)`` reports alive.  Zombies count as dead here, and a
@@ -91,6 +93,10 @@ Hook = Callable[[Settings, "Paths"], Awaitable[None]]
 
 class DevStackError(RuntimeError):
     """A dev stack service failed to start, stop or answer its health check."""
+
+
+class ProcessExited(DevStackError):
+    """The service's process exited before it became healthy."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,19 @@ def _select(names: Sequence[str] | None) -> list[Service]:
     if unknown:
         raise DevStackError(f"unknown dev stack service(s): {sorted(unknown)}; known: {[s.name for s in all_]}")
     return [s for s in all_ if s.name in names]
+
+
+def _with_needs(selected: list[Service], settings: Settings) -> list[Service]:
+    """``selected`` plus every service they need (transitively), in registry order."""
+    by_name = {s.name: s for s in services()}
+    wanted = {s.name for s in selected}
+    todo = list(wanted)
+    while todo:
+        for dep in by_name[todo.pop()].needs(settings):
+            if dep in by_name and dep not in wanted:
+                wanted.add(dep)
+                todo.append(dep)
+    return [s for s in services() if s.name in wanted]
 
 
 # ---------------------------------------------------------------- processes
@@ -338,7 +357,7 @@ async def _wait_healthy(svc: Service, settings: Settings, paths: Paths, pid: int
     last = "not checked"
     while True:
         if pid is not None and not _alive(pid):
-            raise DevStackError(
+            raise ProcessExited(
                 f"{svc.name}: process {pid} exited during startup; see {paths.log}:\n{_log_tail(paths.log)}"
             )
         remaining = deadline - time.monotonic()
@@ -365,6 +384,18 @@ async def _up_one(svc: Service, settings: Settings, deadline: float, deps: dict[
     pid = _read_pid(paths)
     detail = "already running"
     if await _check(svc, settings, 3.0) is not None:
+        if pid is not None:
+            # Alive but not answering: still starting (an earlier ``up`` gave up
+            # waiting) -- or dying: a process just killed (kill -9) is still listed
+            # until its exit completes.  Wait for health; if it exits instead, start
+            # a fresh one rather than report "exited during startup".
+            try:
+                await _wait_healthy(svc, settings, paths, pid, deadline)
+                detail = "was starting"
+            except ProcessExited:
+                paths.pid.unlink(missing_ok=True)
+                await _wait_ports_free(svc, settings, deadline)
+                pid = None
         if pid is None:
             busy = [p for p in svc.ports(settings) if _port_open(p)]
             if busy:
@@ -378,14 +409,19 @@ async def _up_one(svc: Service, settings: Settings, deadline: float, deps: dict[
                 await svc.prepare(settings, paths)
             pid = _spawn(svc, settings, paths)
             detail = "started"
-        else:
-            detail = "was starting"
-        await _wait_healthy(svc, settings, paths, pid, deadline)
+            await _wait_healthy(svc, settings, paths, pid, deadline)
     elif pid is None:
         detail = "running (not started from this data_dir)"
     if svc.post_start is not None:
         await svc.post_start(settings, paths)
     return ServiceStatus(svc.name, True, pid, svc.endpoint(settings), paths.log, detail)
+
+
+async def _wait_ports_free(svc: Service, settings: Settings, deadline: float) -> None:
+    """Wait (until ``deadline``, at most 10 s) for a dead process's ports to stop answering."""
+    end = min(deadline, time.monotonic() + 10.0)
+    while any(_port_open(p) for p in svc.ports(settings)) and time.monotonic() < end:
+        await asyncio.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -410,14 +446,16 @@ async def up_async(
     """Start every (or the named) service that is not healthy yet and wait for health.
 
     Idempotent: healthy services are left alone (their post-start hook still runs),
-    stale pid files are removed.  Independent services start concurrently; concurrent
+    stale pid files are removed; the services a named one needs are brought up too
+    (the broker on S3 storage needs s3).  A process found listed but not answering
+    is waited for; if it exits (it was dying, e.g. just killed) a fresh one starts.  Independent services start concurrently; concurrent
     ``up``/``down`` calls on one data_dir are serialised by a file lock.
     ``timeout_s`` (seconds) is the deadline for the whole stack.
     Raises :class:`DevStackError` naming each failed service and its log.
     """
     settings = settings or get_settings()
     deadline = time.monotonic() + timeout_s
-    selected = _select(names)
+    selected = _with_needs(_select(names), settings)
     lock = _stack_lock(settings)
     await asyncio.to_thread(lock.__enter__)
     try:

@@ -369,7 +369,9 @@ async def _milvus_health(settings: Settings) -> None:
     def check() -> None:
         from pymilvus import MilvusClient
 
-        client = MilvusClient(uri=settings.milvus_uri, timeout=5)
+        # a dedicated connection: pymilvus's shared one per address can outlive a
+        # restarted server in this (long-lived) process
+        client = MilvusClient(uri=settings.milvus_uri, timeout=5, dedicated=True)
         try:
             client.list_collections()
         finally:

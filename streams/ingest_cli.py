@@ -82,6 +82,9 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
         raise ValueError("--document-id needs exactly one file")
     outcome = IngestOutcome([])
     started = time.time()
+    from topics.admin import ensure_topics  # in any start order: the topics may not exist yet
+
+    await ensure_topics(settings.kafka_bootstrap, settings.topic_partitions, timeout_s=settings.broker_wait_s)
     async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
             producer(settings.kafka_bootstrap) as prod:
         await store.ensure_bucket()

@@ -22,10 +22,17 @@ class Settings(BaseSettings):
 
     # Kafka protocol broker (Tansu in the embedded stack)
     kafka_bootstrap: str = "127.0.0.1:19092"
-    # Tansu storage engine for the embedded broker: "memory://tansu/" (lost on
-    # restart) or "s3://BUCKET/" (durable, in the embedded SeaweedFS)
-    broker_storage: str = "memory://tansu/"
+    # Tansu storage engine for the embedded broker: "s3://BUCKET/" (durable: every
+    # record survives a broker restart; the bucket lives in the embedded SeaweedFS,
+    # which then starts first) or "memory://tansu/" (lost on restart)
+    broker_storage: str = "s3://ragstream-broker/"
     topic_partitions: int = 4
+    # every process waits this long (seconds) for the broker and the catalogue's
+    # topics at start (topics/admin.ensure_topics), with backoff, then fails clearly
+    broker_wait_s: float = 60.0
+    # after SIGTERM/SIGINT a worker or API process that has not finished shutting
+    # down within this many seconds is hard-exited (streams/shutdown.py)
+    shutdown_grace_s: float = 30.0
 
     # S3 API (SeaweedFS in the embedded stack)
     s3_endpoint: str = "http://127.0.0.1:18333"
@@ -38,8 +45,10 @@ class Settings(BaseSettings):
     pg_port: int = 15432
     pg_dsn: str = "postgresql://ragstream@127.0.0.1:15432/ragstream"
 
-    # Milvus (Milvus Lite server in the embedded stack)
+    # Milvus (Milvus Lite server in the embedded stack); how long a lost connection
+    # is retried, reconnecting with backoff, before a call fails (seconds)
     milvus_uri: str = "http://127.0.0.1:19530"
+    milvus_reconnect_s: float = 60.0
 
     # Triton inference server (the embedded stack serves it on 127.0.0.1)
     triton_host: str = "127.0.0.1"

@@ -22,8 +22,9 @@ from typing import Sequence
 
 from streams.app import STAGES, check_stages, create_app
 from streams.settings import get_settings
+from streams.shutdown import install_shutdown_watchdog
 
-STOP_GRACE_S = 30.0  # a child that has not stopped this long after SIGTERM is killed
+STOP_GRACE_EXTRA_S = 5.0  # a child still alive this long after its own watchdog is killed
 RESTART_BACKOFF_S = (1.0, 30.0)  # first and largest delay before restarting a dead child
 
 
@@ -49,7 +50,8 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     settings = get_settings()
-    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions,
+                              timeout_s=settings.broker_wait_s))
     serve_metrics(settings.metrics_port)
     asyncio.set_event_loop(asyncio.new_event_loop())
     app = create_app(stage, settings)
@@ -63,12 +65,7 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
               file=sys.stderr, flush=True)
 
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
-    try:
-        from streams.shutdown import install_shutdown_watchdog
-    except ImportError:  # pragma: no cover — older checkouts
-        pass
-    else:
-        install_shutdown_watchdog(STOP_GRACE_S)
+    install_shutdown_watchdog(settings.shutdown_grace_s)  # bounded stop in any state
     worker.execute_from_commandline()
 
 
@@ -136,7 +133,7 @@ def supervise(stages: Sequence[str], loglevel: str = "info") -> int:
     for proc in children.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE_S
+    deadline = time.monotonic() + get_settings().shutdown_grace_s + STOP_GRACE_EXTRA_S
     for proc in children.values():
         try:
             proc.wait(max(0.1, deadline - time.monotonic()))

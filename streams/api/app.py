@@ -38,6 +38,13 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        from streams.shutdown import install_shutdown_watchdog
+        from topics.admin import ensure_topics
+
+        install_shutdown_watchdog(settings.shutdown_grace_s)
+        # in any start order: wait for the broker, create the topics if no worker has
+        await ensure_topics(settings.kafka_bootstrap, settings.topic_partitions,
+                            timeout_s=settings.broker_wait_s)
         state = ApiState(settings)
         app.state.api = state
         try:
@@ -177,8 +184,11 @@ async def readiness(state: ApiState) -> dict[str, dict[str, Any]]:
     async def milvus() -> None:
         from pymilvus import MilvusClient
 
-        def ping() -> None:
-            client = MilvusClient(uri=s.milvus_uri, timeout=4.0)
+        from adapters.vector_store import GRPC_OPTIONS
+
+        def ping() -> None:  # dedicated: never pymilvus's shared (possibly broken) channel
+            client = MilvusClient(uri=s.milvus_uri, timeout=4.0, dedicated=True,
+                                  grpc_options=dict(GRPC_OPTIONS))
             try:
                 client.list_collections()
             finally:
