@@ -88,7 +88,7 @@ def supervise(stages: Sequence[str], loglevel: str = "info") -> int:
     A child that exits on its own is restarted after a backoff that doubles from
     ``RESTART_BACKOFF_S[0]`` up to ``RESTART_BACKOFF_S[1]`` seconds (reset after a
     minute of healthy running).  On SIGTERM/SIGINT every child gets SIGTERM, and
-    SIGKILL after ``STOP_GRACE_S`` seconds.  Children inherit stdout/stderr.
+    SIGKILL when still alive ``STOP_GRACE_EXTRA_S`` after its own shutdown watchdog.  Children inherit stdout/stderr.
     """
     stopping = False
     children: dict[str, subprocess.Popen] = {}
