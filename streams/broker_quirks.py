@@ -14,6 +14,13 @@ Measured quirks (DESIGN.md; tests/test_broker_quirks.py shows each one):
 4. Topics are not usably auto-created and partitions cannot be added later:
    ``topics.admin.ensure_topics`` pre-creates every catalogue topic at its final
    partition count before workers start.
+5. With S3 storage (the embedded default since 2026-11-30) ListOffsets is too low
+   even with single-record batches (measured: 24 for 50 records sent one by one and
+   acknowledged), while the high watermark in Fetch responses is exact.
+   Workaround: :func:`end_offsets` reads end offsets from a Fetch, never from
+   ListOffsets; nothing in the pipeline uses Faust tables (whose recovery reads
+   ListOffsets), and ``tests/test_broker_quirks.py`` runs the table probe on a
+   memory-storage broker.
 
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
@@ -58,7 +65,7 @@ does not stall the group.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Sequence, Any, Optional
 
 from streams.settings import Settings, get_settings
 
@@ -119,3 +126,44 @@ def producer_kwargs() -> dict[str, Any]:
     if quirks_enabled():
         kwargs["max_batch_size"] = 1  # bytes: a batch never holds a second record
     return kwargs
+
+
+async def end_offsets(bootstrap: str, partitions: Sequence[Any]) -> dict[Any, int]:
+    """End offset (next offset to be written) of each ``TopicPartition``.
+
+    With quirks on, from the high watermark of a Fetch response (quirk 5: Tansu on
+    S3 storage answers ListOffsets too low); otherwise the ordinary ListOffsets.
+    Raises ``TimeoutError`` when the broker does not answer every partition within
+    ``END_OFFSETS_TIMEOUT_S`` seconds.
+    """
+    import asyncio
+    import uuid
+
+    from aiokafka import AIOKafkaConsumer
+
+    parts = list(partitions)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                enable_auto_commit=False, fetch_max_wait_ms=50,
+                                max_partition_fetch_bytes=1024,
+                                client_id=f"ragstream-ends-{uuid.uuid4().hex[:8]}")
+    await consumer.start()
+    try:
+        if not parts:
+            return {}
+        if not quirks_enabled():
+            return await consumer.end_offsets(parts)
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + END_OFFSETS_TIMEOUT_S
+        while any(consumer.highwater(tp) is None for tp in parts):
+            if loop.time() > deadline:
+                raise TimeoutError(f"no fetch answer for {parts} in {END_OFFSETS_TIMEOUT_S:g} s")
+            waiting = [tp for tp in parts if consumer.highwater(tp) is None]
+            await consumer.getmany(*waiting, timeout_ms=200, max_records=1)
+        return {tp: int(consumer.highwater(tp)) for tp in parts}
+    finally:
+        await consumer.stop()
+
+
+END_OFFSETS_TIMEOUT_S = 30.0

@@ -72,8 +72,9 @@ async def read_topic(bootstrap: str, topic: str, *,
     """Yield every record of ``topic`` present when called (in offset order within each
     partition), then stop: no consumer group, nothing committed.
 
-    The end is each partition's end offset read at the start, exact on the embedded
-    broker because every producer sends single-record batches (``broker_quirks``).
+    The end is each partition's end offset read at the start, from a Fetch high
+    watermark (``broker_quirks.end_offsets``: the embedded broker's ListOffsets is
+    too low).
     Raises ``KeyError`` when the broker does not know ``topic`` and ``TimeoutError``
     when the records up to those end offsets have not all arrived within
     ``timeout_s`` seconds.
@@ -87,7 +88,7 @@ async def read_topic(bootstrap: str, topic: str, *,
             raise KeyError(f"topic {topic} does not exist on {bootstrap}")
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
         consumer.assign(partitions)
-        ends = await consumer.end_offsets(partitions)
+        ends = await broker_quirks.end_offsets(bootstrap, partitions)  # quirk 5
         starts = await consumer.beginning_offsets(partitions)
         pending = {tp for tp in partitions if ends[tp] > starts[tp]}
         for tp in pending:

@@ -122,7 +122,8 @@ class Settings(BaseSettings):
     # per-attempt timeout, attempts, exponential backoff base and cap (seconds)
     callback_allow_hosts: str = ""
     callback_timeout_s: float = 10.0
-    callback_max_attempts: int = 8
+    # 20 attempts with the 300 s cap: a receiver may be away for about an hour
+    callback_max_attempts: int = 20
     callback_backoff_s: float = 1.0
     callback_backoff_max_s: float = 300.0
 

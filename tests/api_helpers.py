@@ -184,6 +184,7 @@ class Receiver:
 
     secret: str
     fail_first: bool = True
+    port: int = 0  # 0: any free port
     attempts: list[dict] = field(default_factory=list)
     accepted: dict[str, list[dict]] = field(default_factory=lambda: defaultdict(list))
 
@@ -211,7 +212,7 @@ class Receiver:
             def log_message(self, *args):  # quiet
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -155,3 +155,43 @@ def test_callback_to_private_address_is_refused_and_recorded(api, project, stack
         receiver.close()
     stats = httpx.get(f"{api.url}/v1/stats", headers={"X-API-Key": key}).json()
     assert stats["callbacks"] == {"refused": 1}
+
+
+@pytest.mark.slow
+def test_callback_survives_postgres_and_receiver_outages(api, project, stack):
+    """A terminal event that reaches notify while PostgreSQL is down (longer than the
+    pool and HTTP timeouts), for a receiver that is not listening yet: once both are
+    back, the callback arrives exactly once — nothing moved past the unwritten event."""
+    from schemas import DocumentStatus, status_event
+    from streams import devstack
+    from streams.kafka_io import producer, send_record
+    from tests.conftest import free_port_block
+    from topics import STATUS
+
+    port = free_port_block(1)
+    doc = f"cb-outage-{project}"
+    hook = f"http://localhost:{port}/hook"
+    create_key(project)  # the project's signing secret exists
+    secret = project_secret(project)
+
+    async def terminal_event():
+        async with producer(stack.kafka_bootstrap) as prod:
+            await send_record(prod, STATUS, doc, status_event(
+                doc, 1, DocumentStatus.COMPLETED, stage="index", project=project,
+                filename="x.txt", chunks_total=1, chunks_done=1, callback_url=hook))
+
+    devstack.down(stack, names=["postgres"])
+    try:
+        asyncio.run(terminal_event())
+        time.sleep(20)  # > pool acquire timeout (10 s) and callback timeout (10 s)
+    finally:
+        devstack.up(stack, names=["postgres"])
+    time.sleep(15)  # notify queues it now; the receiver refuses connections meanwhile
+    receiver = Receiver(secret=secret, fail_first=False, port=port)
+    try:
+        got = receiver.wait_accepted(idempotency_key(doc, 1, "COMPLETED"), timeout_s=180)
+        time.sleep(3)
+    finally:
+        receiver.close()
+    assert len(got) == 1 and got[0]["verified"]
+    assert len(receiver.accepted[idempotency_key(doc, 1, "COMPLETED")]) == 1

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from conftest import ROOT, run
+from streams import broker_quirks
 from schemas import DeadLetter, UploadEvent, decode_event, undecodable_dead_letter
 from streams.dlq_cli import DeadLetterEntry, RedriveError, parse_since, plan_redrive, select
 from topics import DEAD_LETTERS, UPLOADS
@@ -129,7 +130,7 @@ async def _read_keyed(bootstrap: str, topic: str, keys: set[bytes], timeout_s: f
                         found.setdefault(msg.key, []).append(msg.value)
             assignment = consumer.assignment()
             if keys <= found.keys() and assignment:
-                ends = await consumer.end_offsets(list(assignment))
+                ends = await broker_quirks.end_offsets(bootstrap, list(assignment))
                 if all([await consumer.position(tp) >= ends[tp] for tp in assignment]):
                     return found
         raise AssertionError(f"keys {keys - found.keys()} not on {topic} within {timeout_s} s")

@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.app import STAGES
+from streams import broker_quirks
 from topics import STAGE_TOPICS
 
 CACHE_S = 3.0
@@ -50,7 +51,7 @@ async def _compute(bootstrap: str) -> dict[str, Any]:
             parts = [TopicPartition(spec.name, p)
                      for p in sorted(consumer.partitions_for_topic(spec.name) or ())]
             if spec.name not in ends_cache:
-                ends_cache[spec.name] = await consumer.end_offsets(parts) if parts else {}
+                ends_cache[spec.name] = await broker_quirks.end_offsets(bootstrap, parts)
             ends = ends_cache[spec.name]
             entry = {"topic": spec.name, "end": sum(ends.values()), "groups": {}, "lag": None}
             for group in (f"ragstream-{stage}", "ragstream"):
