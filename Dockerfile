@@ -16,6 +16,11 @@ COPY agents/ agents/
 COPY stages/ stages/
 COPY adapters/ adapters/
 COPY streams/ streams/
+COPY api/ api/
+COPY cli/ cli/
+COPY devstack/ devstack/
+COPY search/ search/
+COPY drills/ drills/
 COPY bench/ bench/
 COPY triton/ triton/
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -c requirements/constraints.txt . \

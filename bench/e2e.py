@@ -131,7 +131,7 @@ async def _pipeline_pages(done, project: str, settings) -> int:
 
 def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) -> Run:
     """Ingest ``files`` through the running pipeline (after one warm-up document)."""
-    from streams.ingest_cli import ingest_and_follow
+    from cli.progress import ingest_and_follow
 
     quiet = Console(quiet=True)
     project = "benchpipe" + uuid.uuid4().hex[:6]
@@ -152,8 +152,8 @@ def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) ->
 def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False) -> float:
     """Run both sides and print the comparison; returns pipeline ÷ direct (pages/s)."""
     from stages.samples import generate_samples
-    from streams import devstack
-    from streams.demo import start_worker, stop_worker
+    import devstack
+    from devstack.worker_process import start_worker, stop_worker
     from streams.settings import get_settings
     from topics.admin import ensure_topics
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from adapters.embedder import OnnxEmbedder, load_tokenizer
 from adapters.triton_embedder import TritonEmbedder
 from streams.settings import Settings, get_settings
-from streams.triton_server import TritonServer, _ready
+from devstack.triton import TritonServer, _ready
 
 WORDS = ("document chunk retrieval index vector query kafka stream partition topic "
          "consumer offset replay embedding model server batch latency throughput table "

@@ -110,8 +110,8 @@ def run_scale(settings, env: dict[str, str], *, pages: int = 300, partition_work
     process for the other stages, against the (running) stack ``settings`` names.
     ``env`` is passed to the worker processes (their RAGSTREAM_* settings)."""
     from stages.samples import write_long_pdf
-    from streams.demo import start_worker, stop_worker
-    from streams.ingest_cli import ingest_and_follow
+    from devstack.worker_process import start_worker, stop_worker
+    from cli.progress import ingest_and_follow
 
     console = console or Console(quiet=True)
     log_dir = log_dir or settings.data_dir / "logs"
@@ -160,7 +160,7 @@ def page_mismatches(items: list[dict], exact: bool = True) -> list[tuple[int, in
 
 def bench_scale(pages: int, partition_workers: int, console: Console) -> ScaleResult:
     """Start the stack (default settings) and run :func:`run_scale`, printing figures."""
-    from streams import devstack
+    import devstack
     from streams.settings import get_settings
     from topics.admin import ensure_topics
 

@@ -3,7 +3,7 @@
 Two paths; :func:`convert_office` says which one ran (``Conversion.route``) and logs it:
 
 - ``"warm"``: a running unoserver (the dev stack's ``converter`` service,
-  :mod:`streams.converter_service`) converts over XML-RPC (stdlib ``xmlrpc.client``),
+  :mod:`devstack.converter`) converts over XML-RPC (stdlib ``xmlrpc.client``),
   ~0.1-0.5 s a file instead of ~1.3-2 s.  Used when it answers a probe within
   :data:`PROBE_TIMEOUT_S` and the type is in :data:`WARM_TYPES`.  The per-file
   timeout is the socket timeout of the call: on expiry :class:`ConversionTimeout`

@@ -55,7 +55,7 @@ class Settings(BaseSettings):
     triton_http_port: int = 18000
     triton_grpc_port: int = 18001
     triton_metrics_port: int = 18002
-    # warm Office->PDF converter (unoserver, streams/converter_service.py): XML-RPC
+    # warm Office->PDF converter (unoserver, devstack/converter.py): XML-RPC
     # port; LibreOffice's own UNO socket listens on converter_port + 1
     converter_port: int = 12003
     # "triton" (gRPC to tritonserver) or "onnx" (in-process ONNX Runtime fallback)
@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     embedder_onnx_path: Path | None = None
     embedder_threads: int = 0
     embedder_max_tokens: int = 256
-    # Triton server (streams/triton_server.py): its venv (None = .venv-triton), model
+    # Triton server (devstack/triton.py): its venv (None = .venv-triton), model
     # repository (None = triton/), models to load, ONNX Runtime threads per model
     # instance (0 = one per core)
     triton_venv: Path | None = None
@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     upload_sweep_after_s: float = 120.0
     upload_sweep_interval_s: float = 30.0
 
-    # HTTP API (streams/api): listen address, the largest upload accepted (bytes;
+    # HTTP API (api): listen address, the largest upload accepted (bytes;
     # larger → 413, nothing stored), buckets that uploads may reference besides
     # ``incoming/{project}/`` in our own bucket (comma-separated)
     api_host: str = "127.0.0.1"

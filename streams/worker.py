@@ -78,7 +78,7 @@ def stage_metrics_port(base: int, stage: str) -> int:
 def _child_command(stage: str, loglevel: str) -> list[str]:
     # the console script beside this interpreter, not `python -m` (README: triton/ shadowing)
     script = Path(sys.executable).with_name("ragstream")
-    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "streams.cli"]
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "cli.main"]
     return [*cmd, "worker", "--stages", stage, "--loglevel", loglevel]
 
 

@@ -40,7 +40,7 @@ def free_port() -> int:
 
 
 class ApiServer:
-    """``python -m streams.cli api`` on a free loopback port (log: data_dir/logs/api.log)."""
+    """``python -m cli.main api`` on a free loopback port (log: data_dir/logs/api.log)."""
 
     def __init__(self, data_dir: Path):
         self.port = free_port()
@@ -51,7 +51,7 @@ class ApiServer:
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "RAGSTREAM_API_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "api", "--host", "127.0.0.1", "--port", str(self.port),
+            [sys.executable, "-m", "cli.main", "api", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "warning"],
             cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + 60
@@ -97,14 +97,14 @@ def stop_api_server() -> None:
 
 def create_key(project: str) -> str:
     """A new API key for ``project`` from the CLI contract: the last line printed."""
-    out = subprocess.run([sys.executable, "-m", "streams.cli", "apikey", "create", "--project", project],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "apikey", "create", "--project", project],
                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     return out.stdout.strip().splitlines()[-1]
 
 
 def project_secret(project: str) -> str:
     """The project's callback signing secret (``ragstream apikey secret``)."""
-    out = subprocess.run([sys.executable, "-m", "streams.cli", "apikey", "secret", "--project", project],
+    out = subprocess.run([sys.executable, "-m", "cli.main", "apikey", "secret", "--project", project],
                          cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     return out.stdout.strip().splitlines()[-1]
 

@@ -76,7 +76,7 @@ def settings():
 @pytest.fixture(scope="session")
 def stack(settings):
     """The embedded stack on the test ports, fresh for the session."""
-    from streams import devstack
+    import devstack
     from topics.admin import ensure_topics
 
     devstack.down(settings)
@@ -93,7 +93,7 @@ def stack(settings):
 @pytest.fixture(scope="session")
 def worker(stack):
     """One all-stages worker process for the session (log: .ragstream-test/logs)."""
-    from streams.demo import start_worker, stop_worker
+    from devstack.worker_process import start_worker, stop_worker
 
     proc = start_worker(stack.data_dir / "logs" / "worker.log",
                         env={"RAGSTREAM_METRICS_PORT": str(WORKER_METRICS_PORT),
@@ -132,7 +132,7 @@ def ingest(paths, project, **kw):
     """Ingest files on the test stack and follow them to terminal states."""
     from rich.console import Console
 
-    from streams.ingest_cli import ingest_and_follow
+    from cli.progress import ingest_and_follow
 
     kw.setdefault("timeout_s", 600)
     return run(ingest_and_follow([Path(p) for p in paths], project=project, category="default",

@@ -80,7 +80,7 @@ def test_missing_or_wrong_key_is_401(api, project):
     key = create_key(project)
     assert httpx.get(api.url + "/v1/documents", headers={"X-API-Key": key}).status_code == 200
     key_id = key.split("_", 1)[1].split(".", 1)[0]
-    subprocess.run([sys.executable, "-m", "streams.cli", "apikey", "revoke", key_id], check=True,
+    subprocess.run([sys.executable, "-m", "cli.main", "apikey", "revoke", key_id], check=True,
                    capture_output=True, timeout=60)
     assert httpx.get(api.url + "/v1/documents", headers={"X-API-Key": key}).status_code == 401
     assert httpx.get(api.url + "/healthz").json() == {"status": "ok"}
@@ -203,7 +203,7 @@ def test_streamed_upload_memory_is_bounded(stack, project):
     """48 MiB through the staging writer: multipart S3 upload, correct hash and size,
     at most one 8 MiB part buffered (tracemalloc peak well below the file size)."""
     from adapters.object_store import ObjectStore
-    from streams.api.uploads import PART_BYTES, StagingWriter
+    from api.uploads import PART_BYTES, StagingWriter
 
     size = 48 * 1024 * 1024
     block = os.urandom(64 * 1024)
@@ -303,8 +303,8 @@ def test_readiness_checks_triton_only_when_it_is_the_embedder(stack):
     """With ``embedder="triton"`` and nothing listening on the Triton port, /readyz's
     checks include a failing ``triton`` (→ 503); with ``onnx`` there is no such check."""
     from api_helpers import free_port
-    from streams.api.app import readiness
-    from streams.api.state import ApiState
+    from api.app import readiness
+    from api.state import ApiState
 
     async def checks(settings):
         state = ApiState(settings)

@@ -41,7 +41,7 @@ async def _new_topic(bootstrap: str) -> str:
 def memory_broker(stack, tmp_path_factory):
     """A second Tansu on memory storage (the first four quirks were measured there;
     the stack's broker keeps records in S3, where quirk 5 applies too)."""
-    from streams import devstack
+    import devstack
     from tests.conftest import free_port_block
 
     settings = stack.model_copy(update={

@@ -52,15 +52,15 @@ async def _topics(bootstrap: str) -> set[str]:
 
 
 def _ingest(path, project, timeout_s=240):
-    from streams.ingest_cli import ingest_and_follow
+    from cli.progress import ingest_and_follow
 
     return run(ingest_and_follow([path], project=project, category="default", timeout_s=timeout_s,
                                  console=Console(quiet=True)))
 
 
 def test_broker_sigkill_restart_keeps_records(stack, tmp_path, project):
-    from streams import devstack
-    from streams.demo import start_worker, stop_worker
+    import devstack
+    from devstack.worker_process import start_worker, stop_worker
     from topics.catalogue import ALL
 
     assert stack.broker_storage.startswith("s3://"), "durable broker storage is the default"
@@ -78,7 +78,7 @@ def test_broker_sigkill_restart_keeps_records(stack, tmp_path, project):
         broker_pid = int(devstack.Paths.of(stack, "broker").pid.read_text())
         os.kill(broker_pid, signal.SIGKILL)
         deadline = time.monotonic() + 10
-        while devstack._alive(broker_pid) and time.monotonic() < deadline:
+        while devstack.alive(broker_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
 
         started = devstack.up(stack, timeout_s=120)  # must work the first time
@@ -111,7 +111,7 @@ def test_up_right_after_a_kill_starts_a_fresh_broker(stack):
     answer), ``up`` begins, then the broker is killed."""
     import threading
 
-    from streams import devstack
+    import devstack
 
     paths = devstack.Paths.of(stack, "broker")
     old_pid = int(paths.pid.read_text())

@@ -163,7 +163,7 @@ def test_callback_survives_postgres_and_receiver_outages(api, project, stack):
     pool and HTTP timeouts), for a receiver that is not listening yet: once both are
     back, the callback arrives exactly once — nothing moved past the unwritten event."""
     from schemas import DocumentStatus, status_event
-    from streams import devstack
+    import devstack
     from streams.kafka_io import producer, send_record
     from tests.conftest import free_port_block
     from topics import STATUS

@@ -14,7 +14,8 @@ import pytest
 from stages.errors import ConversionTimeout
 from stages.office import convert_office, find_soffice, probe_converter
 from stages.samples import generate_samples
-from streams import converter_service, devstack
+import devstack
+from devstack import converter as converter_service
 from streams.settings import Settings
 from tests.conftest import CORPUS, free_port_block
 

@@ -79,7 +79,8 @@ def test_upload_retry_after_broker_loss_queues_the_version(stack, worker, tmp_pa
 
     from adapters.metadata import Metadata
     from adapters.object_store import ObjectStore
-    from streams import broker_quirks, devstack
+    import devstack
+    from streams import broker_quirks
     from streams.ingest import ingest_file
     from streams.kafka_io import producer
 
@@ -158,7 +159,7 @@ def test_replayed_old_version_is_skipped_and_search_shows_only_current(stack, wo
     never chunks of a version still running."""
     from adapters.vector_store import VectorStore
     from streams.kafka_io import producer, read_topic, send_raw
-    from streams.search import search
+    from search.query import search
     from topics import CHUNKS, UPLOADS
 
     doc = tmp_path / "plant.txt"
@@ -226,12 +227,12 @@ def test_postgres_outage_fails_nothing_and_loses_no_status(stack, worker, tmp_pa
     """PostgreSQL stopped for 25 s in the middle of an ingest of 10 small files: every
     document still COMPLETES (stages wait; none FAILED), and the projection catches up
     with every status event (it never moved past an unwritten one)."""
-    from streams import devstack
+    import devstack
 
     files = _text_files(tmp_path, 10, "pgdown")
 
     async def scenario():
-        from streams.ingest_cli import ingest_and_follow
+        from cli.progress import ingest_and_follow
 
         task = asyncio.create_task(ingest_and_follow(files, project=project, category="default",
                                                      timeout_s=600, console=Console(quiet=True)))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from streams import devstack
-from streams.devstack_services import ensure_bucket
+import devstack
+from devstack.s3 import ensure_bucket
 from streams.settings import Settings
 from tests.conftest import free_port_block
 
@@ -107,9 +107,9 @@ async def _s3_round_trip(settings: Settings) -> None:
 
 
 def devstack_s3_client(settings: Settings):
-    from streams.devstack_services import _s3_client
+    from devstack.s3 import s3_client
 
-    return _s3_client(settings)
+    return s3_client(settings)
 
 
 async def _s3_rejects_bad_signature(settings: Settings) -> None:
@@ -178,7 +178,7 @@ async def test_devstack_up_round_trips_down(stack_settings: Settings) -> None:
     outcomes = await asyncio.to_thread(devstack.down, settings)
     assert set(outcomes.values()) == {"stopped"}, outcomes
     assert _stack_pids(settings.data_dir.resolve()) == []
-    assert not [pid for pid in pids if devstack._alive(pid)]
+    assert not [pid for pid in pids if devstack.alive(pid)]
     assert not list((settings.data_dir / "run").glob("*.pid"))
 
     after = await devstack.status_async(settings)

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, run
 from streams import broker_quirks
 from schemas import DeadLetter, UploadEvent, decode_event, undecodable_dead_letter
-from streams.dlq_cli import DeadLetterEntry, RedriveError, parse_since, plan_redrive, select
+from cli.dlq import DeadLetterEntry, RedriveError, parse_since, plan_redrive, select
 from topics import DEAD_LETTERS, UPLOADS
 
 RAGSTREAM = ROOT / ".venv" / "bin" / "ragstream"

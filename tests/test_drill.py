@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.drill_checks import (Callback, Ev, chunk_diff, duplicate_completions, evaluate,
+from drills.checks import (Callback, Ev, chunk_diff, duplicate_completions, evaluate,
                                   expected_chunk_ids, reprocessed, summary_line)
 
 SUMMARY = re.compile(r"^drills_passed=(\d+)/(\d+) lost=(\d+) extra=(\d+) "
@@ -109,7 +109,7 @@ def test_corpus_is_deterministic_mixed_and_has_a_split_pdf(tmp_path):
     from pypdf import PdfReader
 
     from stages.profiles import Profile
-    from streams.drill import make_corpus
+    from drills.drill import make_corpus
 
     one = make_corpus(tmp_path / "a", 8, seed=3)
     two = make_corpus(tmp_path / "b", 8, seed=3)

@@ -45,14 +45,14 @@ def _call_in_thread(fn):
 
 
 def _milvus_pid(settings) -> int:
-    from streams.devstack import Paths
+    from devstack import Paths
 
     return int(Paths.of(settings, "milvus").pid.read_text().strip())
 
 
 def test_same_store_survives_milvus_restart(stack, project):
     from adapters.vector_store import VectorStore
-    from streams import devstack
+    import devstack
 
     store = VectorStore(stack.milvus_uri, reconnect_s=90)
     store.upsert_sync(project, _rows(project, "d1", 3))
@@ -82,7 +82,7 @@ def test_same_store_survives_sigkilled_milvus(stack, project):
     """The dead-channel case: the server dies under a connected, idle client (no
     goodbye on the channel) and comes back on the same port."""
     from adapters.vector_store import VectorStore
-    from streams import devstack
+    import devstack
 
     store = VectorStore(stack.milvus_uri, reconnect_s=90)
     store.upsert_sync(project, _rows(project, "d2", 4))
@@ -91,7 +91,7 @@ def test_same_store_survives_sigkilled_milvus(stack, project):
     pid = _milvus_pid(stack)
     os.killpg(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while devstack._alive(pid) and time.monotonic() < deadline:
+    while devstack.alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     devstack.up(stack, names=["milvus"], timeout_s=120)
 
@@ -106,7 +106,7 @@ def test_gives_up_after_reconnect_s(stack, project):
     """With Milvus down for longer than ``reconnect_s``, the call raises a
     connection error after about that long (bounded, not forever)."""
     from adapters.vector_store import VectorStore, is_connection_error
-    from streams import devstack
+    import devstack
 
     store = VectorStore(stack.milvus_uri, reconnect_s=4, timeout_s=3)
     store.upsert_sync(project, _rows(project, "d3", 1))

@@ -30,7 +30,7 @@ def test_samples_flow_to_milvus_with_every_transition(stack, worker, samples, pr
     from adapters.object_keys import processed_key
     from adapters.object_store import ObjectStore
     from adapters.vector_store import VectorStore
-    from streams.search import search
+    from search.query import search
 
     outcome = ingest(samples, project)
     assert not outcome.timed_out

@@ -110,7 +110,7 @@ def test_load_profile_without_database_uses_built_in():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "streams.cli", "profiles", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "cli.main", "profiles", *args], capture_output=True,
                           text=True, timeout=120, cwd=ROOT)
 
 

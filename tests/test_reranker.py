@@ -12,7 +12,7 @@ import pytest
 
 from adapters.reranker import CircuitBreaker, TritonReranker, rerank, rrf
 from streams.settings import Settings
-from streams.triton_server import TritonServer
+from devstack.triton import TritonServer
 from test_triton import _free_ports  # tests/ is on sys.path (rootdir-relative import mode)
 
 ROOT = Path(__file__).resolve().parents[1]

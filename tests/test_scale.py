@@ -19,7 +19,7 @@ PORTS = {"kafka": 59092, "s3": 33333, "pg": 55432, "milvus": 59530}
 
 @pytest.fixture(scope="module")
 def private_stack():
-    from streams import devstack
+    import devstack
     from streams.settings import Settings
     from topics.admin import ensure_topics
 

@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def test_api_first_on_a_fresh_broker(stack, tmp_path, project):
-    from streams import devstack
-    from streams.demo import start_worker, stop_worker
+    import devstack
+    from devstack.worker_process import start_worker, stop_worker
     from topics.catalogue import ALL
 
     bootstrap = f"127.0.0.1:{free_port()}"
@@ -36,7 +36,7 @@ def test_api_first_on_a_fresh_broker(stack, tmp_path, project):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "api.log"
-    api = subprocess.Popen([sys.executable, "-m", "streams.cli", "api", "--host", "127.0.0.1",
+    api = subprocess.Popen([sys.executable, "-m", "cli.main", "api", "--host", "127.0.0.1",
                             "--port", str(port), "--log-level", "warning"],
                            cwd=ROOT, env=env, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
                            start_new_session=True)

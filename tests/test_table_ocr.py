@@ -111,7 +111,7 @@ def test_corpus_multi_row_column_table_cell_accuracy():
     import subprocess
     import sys
 
-    result = subprocess.run([sys.executable, "-m", "streams.cli", "eval", "tables", str(CORPUS_PDF),
+    result = subprocess.run([sys.executable, "-m", "cli.main", "eval", "tables", str(CORPUS_PDF),
                              str(CORPUS_CSV)], capture_output=True, text=True, timeout=300,
                             cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr

@@ -16,7 +16,7 @@ import pytest
 from adapters.embedder import OnnxEmbedder
 from adapters.triton_embedder import TritonEmbedder, TritonEmbedderError
 from streams.settings import Settings
-from streams.triton_server import TritonServer, _group_pids
+from devstack.triton import TritonServer, _group_pids
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",

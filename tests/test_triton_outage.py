@@ -19,8 +19,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, project):
     from stages.samples import generate_samples
-    from streams import devstack
-    from streams.ingest_cli import ingest_and_follow
+    import devstack
+    from cli.progress import ingest_and_follow
     from streams.kafka_io import tail_status
 
     assert stack.embedder == "triton"
@@ -67,8 +67,8 @@ def test_search_without_triton_falls_back_within_its_deadline(stack, worker, tmp
     """With Triton stopped, search still answers: the query is embedded in process and
     the candidates are ordered by RRF, flagged as not reranked, within the deadline."""
     from stages.samples import generate_samples
-    from streams import devstack
-    from streams.search import search
+    import devstack
+    from search.query import search
 
     outcome = ingest(generate_samples(tmp_path)[:1], project)
     assert {e.status for e in outcome.last.values()} == {"COMPLETED"}

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def test_killed_worker_loses_nothing(stack, worker, tmp_path, project):
     from adapters.vector_store import VectorStore
     from stages.samples import generate_samples
-    from streams.demo import start_worker, stop_worker
+    from devstack.worker_process import start_worker, stop_worker
 
     files = generate_samples(tmp_path / "a")
     for i in range(4):  # distinct documents: same content, other names
@@ -32,7 +32,7 @@ def test_killed_worker_loses_nothing(stack, worker, tmp_path, project):
     doomed = start_worker(stack.data_dir / "logs" / "doomed-worker.log")
     time.sleep(12)  # join the group: the partitions are now split between two workers
 
-    from streams.ingest_cli import ingest_and_follow
+    from cli.progress import ingest_and_follow
 
     async def _ingest_then_kill():
         task = asyncio.create_task(ingest_and_follow(files, project=project, category="default",

@@ -6,7 +6,7 @@
 
 Weights: ``model.onnx`` + ``tokenizer.json`` from ``triton/export_reranker.py`` in the
 directory named by the environment variable ``RAGSTREAM_RERANKER_DIR`` (set by
-``streams/triton_server.py`` from ``settings.reranker_dir``), else the config
+``devstack/triton.py`` from ``settings.reranker_dir``), else the config
 parameter ``model_dir`` (relative to this model's directory; default the version
 directory).  Pairs are truncated to ``max_tokens`` (256) word pieces, longest
 sequence first; all pairs of one dynamic batch run in sub-batches of ``run_batch``.

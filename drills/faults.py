@@ -2,7 +2,7 @@
 embedded-stack services (stop, then start again).
 
 Workers are ``ragstream worker --stages S`` subprocesses started like
-:func:`streams.demo.start_worker` (own process group, log file per start under
+:func:`devstack.worker_process.start_worker` (own process group, log file per start under
 ``{data_dir}/logs/drill/``), with ``RAGSTREAM_CALLBACK_ALLOW_HOSTS=127.0.0.1`` so the
 drill's loopback callback receiver is allowed.  A worker is *ready* once its log
 shows ``ready`` (it joined its consumer group and got partitions).
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from streams.demo import start_worker, stop_worker
+from devstack.worker_process import start_worker, stop_worker
 from streams.settings import Settings
 
 READY_MARK = b"ragstream worker: ready"
@@ -170,13 +170,13 @@ class Fleet:
 
 
 async def restart_service(settings: Settings, name: str, outage_s: float) -> dict[str, object]:
-    """Stop the devstack service ``name`` (streams/devstack_services.py etc.), keep it
+    """Stop the devstack service ``name`` (devstack/services.py etc.), keep it
     down for ``outage_s`` seconds, start it again and wait for its health check.
 
     Returns ``{"down": outcome, "up_s": seconds to healthy}``; raises
-    streams.devstack.DevStackError when it does not come back (the caller notes it
+    devstack.DevStackError when it does not come back (the caller notes it
     and tries once more)."""
-    from streams import devstack
+    import devstack
 
     outcome = await asyncio.to_thread(devstack.down, settings, names=[name])
     await asyncio.sleep(outage_s)  # the outage itself, not a synchronisation
@@ -188,7 +188,7 @@ async def restart_service(settings: Settings, name: str, outage_s: float) -> dic
 def ensure_service_up(settings: Settings, name: Optional[str] = None) -> Optional[str]:
     """Start the named service (or the whole stack) if it is down; returns an error
     text when that fails (used in clean-up: never raises)."""
-    from streams import devstack
+    import devstack
 
     try:
         devstack.up(settings, names=[name] if name else None, timeout_s=180.0)

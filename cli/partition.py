@@ -62,5 +62,5 @@ def partition_command(
     sys.stdout.flush()
 
 
-if __name__ == "__main__":  # python -m streams.partition_cli FILE
+if __name__ == "__main__":  # python -m cli.partition FILE
     typer.run(partition_command)

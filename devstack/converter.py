@@ -60,7 +60,7 @@ def server_argv(settings: Settings, data: Path, venv: Path = DEFAULT_VENV) -> li
 
 
 def _register_devstack() -> None:
-    from streams.devstack import Paths, Service, register
+    from devstack.supervisor import Paths, Service, register
 
     def command(settings: Settings, paths: Paths) -> list[str]:
         return server_argv(settings, paths.data)
@@ -91,7 +91,7 @@ def _register_devstack() -> None:
     ))
 
 
-try:  # registered when streams.devstack imports this module (SERVICE_MODULES)
+try:  # registered when devstack imports this module (SERVICE_MODULES)
     _register_devstack()
 except ImportError:  # pragma: no cover - devstack not present
     pass

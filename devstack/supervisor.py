@@ -61,7 +61,7 @@ Quirks found and worked around:
 
 Registering another service (e.g. Triton) from its own module::
 
-    from streams.devstack import Service, register
+    from devstack.supervisor import Service, register
     register(Service(name="triton", command=..., health=..., ports=...))
 
 and add that module's name to :data:`SERVICE_MODULES` so it is imported on use.
@@ -76,6 +76,8 @@ import os
 import signal
 import socket
 import subprocess
+import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,8 +86,9 @@ from typing import Awaitable, Callable, Sequence
 from streams.settings import Settings, get_settings
 
 # Modules imported (once) before the registry is used; each calls register().
-SERVICE_MODULES: list[str] = ["streams.devstack_services", "streams.triton_server",
-                               "streams.converter_service"]
+SERVICE_MODULES: list[str] = ["devstack.s3", "devstack.broker", "devstack.postgres",
+                               "devstack.milvus", "devstack.triton", "devstack.converter"]
+LOOPBACK = "127.0.0.1"
 
 HealthCheck = Callable[[Settings], Awaitable[None]]
 Hook = Callable[[Settings, "Paths"], Awaitable[None]]
@@ -168,6 +171,18 @@ _CHILDREN: dict[int, subprocess.Popen] = {}  # reaped on stop, avoids zombies
 _loaded = False
 
 
+def venv_bin(name: str) -> str:
+    """An executable next to this interpreter (the virtualenv), else on PATH.
+    Raises DevStackError when neither has it."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if not found:
+        raise DevStackError(f"{name} not found next to {sys.executable} or on PATH")
+    return found
+
+
 def register(service: Service) -> None:
     """Add (or replace, by name) a service; start order follows registration and ``needs``."""
     for i, existing in enumerate(_REGISTRY):
@@ -227,7 +242,8 @@ def _proc_state(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[0]
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie counts as dead and is reaped)."""
     child = _CHILDREN.get(pid)
     if child is not None and child.poll() is not None:
         _CHILDREN.pop(pid, None)
@@ -292,7 +308,7 @@ def _read_pid(paths: Paths) -> int | None:
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         cwd = ""
-    if _alive(pid) and cwd == str(paths.data):
+    if alive(pid) and cwd == str(paths.data):
         return pid
     paths.pid.unlink(missing_ok=True)
     return None
@@ -356,7 +372,7 @@ async def _check(svc: Service, settings: Settings, timeout_s: float) -> str | No
 async def _wait_healthy(svc: Service, settings: Settings, paths: Paths, pid: int | None, deadline: float) -> None:
     last = "not checked"
     while True:
-        if pid is not None and not _alive(pid):
+        if pid is not None and not alive(pid):
             raise ProcessExited(
                 f"{svc.name}: process {pid} exited during startup; see {paths.log}:\n{_log_tail(paths.log)}"
             )
@@ -486,7 +502,7 @@ def _stop_one(svc: Service, settings: Settings, grace_s: float) -> str:
         pass
     end = time.monotonic() + grace_s
     while time.monotonic() < end:
-        _alive(pid)  # reaps our own child once it exits
+        alive(pid)  # reaps our own child once it exits
         family = _family(pid, family)
         if not family:
             break
@@ -498,7 +514,7 @@ def _stop_one(svc: Service, settings: Settings, grace_s: float) -> str:
         while family and time.monotonic() < end:
             _kill(family, signal.SIGKILL)
             time.sleep(0.05)
-            _alive(pid)
+            alive(pid)
             family = _family(pid, family)
     if family:
         raise DevStackError(f"{svc.name}: processes {sorted(family)} survived SIGKILL")

@@ -9,7 +9,7 @@ from adapters.callbacks import Callbacks
 from adapters.metadata import Metadata
 from adapters.object_store import ObjectStore
 from adapters.vector_store import VectorStore
-from streams.api.sse import StatusHub
+from api.sse import StatusHub
 from streams.kafka_io import producer
 from streams.settings import Settings
 

@@ -30,7 +30,7 @@ def api_command(host: Optional[str] = typer.Option(None, help="listen address (s
     import uvicorn
 
     s = get_settings()
-    uvicorn.run("streams.api:create_app", factory=True, host=host or s.api_host,
+    uvicorn.run("api:create_app", factory=True, host=host or s.api_host,
                 port=port or s.api_port, workers=workers, log_level=log_level,
                 proxy_headers=True, timeout_graceful_shutdown=10)
 
@@ -95,7 +95,7 @@ def secret(project: str = typer.Option(..., "--project", "-p")) -> None:
     print(asyncio.run(_with_db(lambda _k, callbacks: callbacks.secret(project))))
 
 
-def mount(app: typer.Typer) -> None:
+def register(app: typer.Typer) -> None:
     """Add ``api`` and ``apikey`` to the main ``ragstream`` command."""
     app.command("api", help="Serve the HTTP API (uploads, status, SSE, dashboard).")(api_command)
     app.add_typer(apikey_app, name="apikey")

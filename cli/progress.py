@@ -1,4 +1,10 @@
-"""The CLI's async bodies: ingest with live progress, status views, search hits."""
+"""The bodies of ``ragstream ingest`` and ``ragstream status`` (commands in
+:mod:`cli.ingest`): upload files and follow their status transitions live until
+each is terminal, show the status projection, tail the changelog.
+
+:func:`ingest_and_follow` is also how the demo, the tests and the benchmarks ingest.
+Imported only when a command runs (it pulls in the S3, PostgreSQL and Milvus clients).
+"""
 from __future__ import annotations
 
 import asyncio
@@ -8,15 +14,14 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from rich.console import Console
-from rich.table import Table
 
 from adapters.metadata import Metadata
 from adapters.object_store import ObjectStore
 from schemas import TERMINAL, DocumentStatus
 from streams.ingest import IngestResult, ingest_file
 from streams.kafka_io import producer, tail_status
+from cli.status_view import documents_table, transition_line
 from streams.settings import Settings, get_settings
-from streams.status_view import documents_table, transition_line
 
 
 def expand(paths: Sequence[Path]) -> list[Path]:
@@ -145,13 +150,3 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
         else:
             rows = await metadata.list_documents(project=project, limit=200)
     console.print(documents_table(rows))
-
-
-def print_hits(hits: list[dict[str, Any]], console: Console) -> None:
-    """Search hits as a table: score, file, page, document, text (first 300 chars)."""
-    table = Table("score", "file", "page", "text", show_lines=True)
-    for h in hits:
-        text = " ".join(h["text"].split())
-        table.add_row(f"{h['score']:.3f}", f"{h['filename']}\nv{h['version']}", str(h["page_number"]),
-                      text[:240] + ("…" if len(text) > 240 else ""))
-    console.print(table)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import APIKeyHeader
 
-from streams.api.state import ApiState
+from api.state import ApiState
 
 API_KEY_HEADER = "X-API-Key"
 api_key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False,

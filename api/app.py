@@ -13,11 +13,11 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
 
-from streams.api.auth import get_state, require_project
-from streams.api.documents import router as documents_router
-from streams.api.lag import stage_lag
-from streams.api.sse import event_stream
-from streams.api.state import ApiState
+from api.auth import get_state, require_project
+from api.documents import router as documents_router
+from api.lag import stage_lag
+from api.sse import event_stream
+from api.state import ApiState
 from streams.settings import Settings, get_settings
 
 STATIC = Path(__file__).parent / "static"

@@ -21,9 +21,9 @@ from adapters.callbacks import CallbackRefused, check_url_syntax
 from adapters.object_keys import processed_key
 from adapters.vector_store import InvalidProjectName, alias_name
 from schemas import DocumentStatus, status_event
-from streams.api.auth import get_state, require_project
-from streams.api.state import ApiState
-from streams.api.uploads import BadUpload, StagedFile, UploadTooLarge, hash_object, receive_multipart
+from api.auth import get_state, require_project
+from api.state import ApiState
+from api.uploads import BadUpload, StagedFile, UploadTooLarge, hash_object, receive_multipart
 from streams.ingest import default_document_id, queue_delete, queue_version
 
 router = APIRouter(prefix="/v1", tags=["documents"])

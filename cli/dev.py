@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from streams import devstack
+import devstack
 from streams.settings import get_settings
 
 dev_app = typer.Typer(

@@ -24,7 +24,7 @@ What it takes to run that binary outside pytriton (found here, 2.51 / Python 3.1
 Ports (all on 127.0.0.1): ``settings.triton_http_port`` (18000),
 ``triton_grpc_port`` (18001), ``triton_metrics_port`` (18002).
 
-Entry points: ``python -m streams.triton_server serve`` (foreground; Procfile and
+Entry points: ``python -m devstack.triton serve`` (foreground; Procfile and
 ``ragstream triton serve``), the ``triton`` dev stack service registered here, and
 :class:`TritonServer` for tests and benchmarks.
 """
@@ -376,7 +376,7 @@ def serve(settings: Settings | None = None) -> int:
 # ---------------------------------------------------------------- dev stack service
 
 def _register_devstack() -> None:
-    from streams.devstack import Paths, Service, register
+    from devstack.supervisor import Paths, Service, register
 
     def command(settings: Settings, paths: Paths) -> list[str]:
         layout = TritonLayout.of(settings.triton_venv)
@@ -416,16 +416,16 @@ def _register_devstack() -> None:
     ))
 
 
-try:  # registered when streams.devstack imports this module (SERVICE_MODULES)
+try:  # registered when devstack imports this module (SERVICE_MODULES)
     _register_devstack()
 except ImportError:  # pragma: no cover - devstack not present
     pass
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m streams.triton_server serve [--http-port N --grpc-port N
+    """``python -m devstack.triton serve [--http-port N --grpc-port N
     --metrics-port N]``: run the server in the foreground."""
-    p = argparse.ArgumentParser(prog="python -m streams.triton_server")
+    p = argparse.ArgumentParser(prog="python -m devstack.triton")
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="run tritonserver in the foreground")
     s.add_argument("--http-port", type=int)

@@ -72,5 +72,5 @@ def eval_tables_command(
     typer.echo(f"cell_accuracy={score.accuracy:.4f}")
 
 
-if __name__ == "__main__":  # python -m streams.eval_cli PDF TRUTH.csv
+if __name__ == "__main__":  # python -m cli.eval PDF TRUTH.csv
     typer.run(eval_tables_command)

@@ -5,7 +5,7 @@ DOCX, multi-page PDFs and one PDF longer than the profile's ``max_pages_per_task
 so it is split into page ranges) into a fresh project, injects one kind of fault
 while the pipeline works, waits until every document's current version is terminal
 (or progress stalls / the deadline passes), then checks the delivery promises with
-:mod:`streams.drill_checks`:
+:mod:`drills.checks`:
 
 =================== =========================================================
 drill               fault
@@ -33,18 +33,17 @@ import asyncio
 import json
 import random
 import signal
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Awaitable, Callable, Optional, Sequence
 
-from streams import drill_faults
-from streams.drill_checks import (RESTART_STATUSES, STAGE_STATUSES, TERMINAL, Callback,
-                                  DrillResult, Ev, all_terminal, evaluate, report_json,
-                                  summary_line)
+from drills import faults
+from drills.checks import (RESTART_STATUSES, STAGE_STATUSES, DrillResult, all_terminal,
+                           evaluate, report_json, summary_line)
+from drills.corpus import make_corpus
+from drills.observe import Receiver, Recorder
 from streams.settings import Settings, get_settings
 
 SERVICES = ("postgres", "milvus", "s3", "triton", "broker")
@@ -52,201 +51,6 @@ SERVICES = ("postgres", "milvus", "s3", "triton", "broker")
 # restart last, so that what an in-memory broker loses cannot spoil the other drills
 DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", "new-versions",
                            *(f"restart-{s}" for s in SERVICES))
-
-
-# ------------------------------------------------------------------ corpus
-def _words(rng: random.Random) -> list[str]:
-    from stages.samples import SECTIONS
-
-    text = " ".join(p for _, ps in SECTIONS for p in ps)
-    return sorted({w.strip(".,;:()").lower() for w in text.split() if w.strip(".,;:()").isalpha()})
-
-
-def _paragraphs(rng: random.Random, tag: str, n: int) -> list[str]:
-    """``n`` paragraphs of seeded prose; each names ``tag`` so content is distinct."""
-    words = _words(rng)
-    out = []
-    for p in range(n):
-        sentences = []
-        for s in range(rng.randint(3, 6)):
-            body = " ".join(rng.choice(words) for _ in range(rng.randint(8, 16)))
-            sentences.append(f"{tag} paragraph {p + 1} sentence {s + 1}: {body}.")
-        out.append(" ".join(sentences))
-    return out
-
-
-def _kinds(n: int) -> list[str]:
-    """The mix for ``n`` documents: one split PDF, ~15% multi-page PDFs, ~12% DOCX,
-    the rest cycling txt, md, html."""
-    pdfs, docx = max(1, round(n * 0.15)), max(1, round(n * 0.12))
-    kinds = ["pdf-split"] + ["pdf"] * pdfs + ["docx"] * docx
-    small = ("txt", "md", "html")
-    kinds += [small[i % 3] for i in range(max(0, n - len(kinds)))]
-    return kinds[:n]
-
-
-def write_document(path: Path, kind: str, rng: random.Random, tag: str, split_pages: int) -> Path:
-    """Write one document of ``kind`` (pdf-split, pdf, docx, txt, md, html) to ``path``."""
-    title = f"Drill document {tag}"
-    if kind in ("pdf", "pdf-split"):
-        from reportlab.lib.pagesizes import A4
-        from reportlab.lib.styles import getSampleStyleSheet
-        from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate
-
-        styles = getSampleStyleSheet()
-        pages = split_pages if kind == "pdf-split" else rng.randint(2, 5)
-        story = []
-        for n in range(1, pages + 1):
-            story.append(Paragraph(f"{title}, section {n}", styles["Heading1"]))
-            story += [Paragraph(p, styles["BodyText"]) for p in _paragraphs(rng, f"{tag} page {n}", 2)]
-            story.append(PageBreak())
-        SimpleDocTemplate(str(path), pagesize=A4, invariant=1, title=title,
-                          creator="ragstream drill").build(story)
-    elif kind == "docx":
-        import io
-
-        import docx
-
-        from stages.samples import FIXED_DATE, _normalize_zip
-
-        document = docx.Document()
-        document.add_heading(title, level=0)
-        for h in range(rng.randint(2, 4)):
-            document.add_heading(f"Part {h + 1}", level=1)
-            for p in _paragraphs(rng, f"{tag} part {h + 1}", 2):
-                document.add_paragraph(p)
-        props = document.core_properties
-        props.created = props.modified = props.last_printed = FIXED_DATE
-        buf = io.BytesIO()
-        document.save(buf)
-        path.write_bytes(_normalize_zip(buf.getvalue()))
-    elif kind == "html":
-        import html
-
-        paras = "".join(f"<p>{html.escape(p)}</p>" for p in _paragraphs(rng, tag, rng.randint(2, 6)))
-        path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>"
-                        f"</head><body><h1>{title}</h1>{paras}</body></html>\n", encoding="utf-8")
-    elif kind == "md":
-        paras = _paragraphs(rng, tag, rng.randint(2, 6))
-        path.write_text(f"# {title}\n\n" + "\n\n".join(f"## Part {i + 1}\n\n{p}" for i, p in
-                                                       enumerate(paras)) + "\n", encoding="utf-8")
-    else:
-        path.write_text(title + "\n\n" + "\n\n".join(_paragraphs(rng, tag, rng.randint(1, 5))) + "\n",
-                        encoding="utf-8")
-    return path
-
-
-EXT = {"pdf-split": "pdf", "pdf": "pdf", "docx": "docx", "txt": "txt", "md": "md", "html": "html"}
-
-
-def make_corpus(out_dir: Path, n: int, seed: int, revision: int = 1,
-                only: Optional[Sequence[int]] = None) -> list[Path]:
-    """Write the drill corpus (``n`` documents) into ``out_dir``; the same (n, seed,
-    revision) gives the same content.  ``revision`` > 1 changes the content under the
-    same names (a new version); ``only`` limits which indices are written."""
-    from stages.profiles import Profile
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    split_pages = Profile().max_pages_per_task + 8
-    paths = []
-    for i, kind in enumerate(_kinds(n)):
-        if only is not None and i not in only:
-            continue
-        rng = random.Random(f"{seed}:{i}:{revision}")
-        path = out_dir / f"doc-{i:03d}-{kind}.{EXT[kind]}"
-        paths.append(write_document(path, kind, rng, f"s{seed}-d{i}-r{revision}", split_pages))
-    return paths
-
-
-# ------------------------------------------------------------------ callback receiver
-class Receiver:
-    """An HTTP server on 127.0.0.1 (random port) that answers 200 to every POST and
-    records it as a :class:`Callback` (Idempotency-Key header + JSON body)."""
-
-    def __init__(self) -> None:
-        from adapters.callbacks import IDEMPOTENCY_HEADER
-
-        self.calls: list[Callback] = []
-        lock = threading.Lock()
-        calls = self.calls
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                try:
-                    body = json.loads(raw)
-                except ValueError:
-                    body = None
-                with lock:
-                    calls.append(Callback(self.headers.get(IDEMPOTENCY_HEADER), body, time.time()))
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args) -> None:  # quiet
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def url(self, project: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/callbacks/{project}"
-
-    def for_project(self, project: str) -> list[Callback]:
-        return [c for c in list(self.calls) if (c.body or {}).get("project") == project]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-# ------------------------------------------------------------------ status recorder
-class Recorder:
-    """Tails the status changelog from the beginning and keeps one project's events
-    (as :class:`Ev`); reconnects when the broker goes away (re-reads are removed by
-    the checks' deduplication)."""
-
-    def __init__(self, settings: Settings, project: str):
-        self.settings, self.project = settings, project
-        self.events: list[Ev] = []
-        self.errors = 0
-        self.last_event = time.monotonic()
-        self._task: Optional[asyncio.Task] = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        from streams.kafka_io import tail_status
-
-        while True:
-            try:
-                async for ev in tail_status(self.settings.kafka_bootstrap, from_beginning=True):
-                    if ev.project == self.project:
-                        self.events.append(Ev(ev.document_id, int(ev.version), ev.status, float(ev.at),
-                                              int(ev.chunks_total or 0), ev.stage, ev.error))
-                        self.last_event = time.monotonic()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 — broker restarts: tail again
-                self.errors += 1
-                await asyncio.sleep(1.0)
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-
-    def completed(self, expected: dict[str, int]) -> set[str]:
-        return {e.document_id for e in self.events
-                if e.status == "COMPLETED" and expected.get(e.document_id) == e.version}
-
-    def terminal_count(self, expected: dict[str, int]) -> int:
-        return len(expected) - len(all_terminal(expected, self.events))
 
 
 # ------------------------------------------------------------------ drill run
@@ -330,8 +134,8 @@ class Stack:
     def __init__(self, settings: Settings, opts: Options, workdir: Path):
         self.settings, self.opts, self.workdir = settings, opts, workdir
         self.receiver = Receiver()
-        self.fleet: Optional[drill_faults.Fleet] = None
-        self.allinone: Optional[drill_faults.Fleet] = None
+        self.fleet: Optional[faults.Fleet] = None
+        self.allinone: Optional[faults.Fleet] = None
         self.stopped_services: set[str] = set()
 
     async def procfile(self, label: str) -> float:
@@ -341,7 +145,7 @@ class Stack:
             return 0.0
         if self.fleet is not None:
             await asyncio.to_thread(self.fleet.stop)
-        self.fleet = drill_faults.Fleet(self.settings, label)
+        self.fleet = faults.Fleet(self.settings, label)
         return await self.fleet.start_procfile()
 
     async def stop_workers(self) -> list[str]:
@@ -364,7 +168,7 @@ class Stack:
                 problems += fleet.notes
         self.allinone = self.fleet = None
         for name in sorted(self.stopped_services):
-            err = drill_faults.ensure_service_up(self.settings, name)
+            err = faults.ensure_service_up(self.settings, name)
             if err:
                 problems.append(f"could not restore {name}: {err}")
         self.stopped_services.clear()
@@ -374,7 +178,7 @@ class Stack:
 
 # -- the drills' faults: each gets the Run after the ingest and returns when done --
 async def _fault_kill_workers(stack: Stack, run: Run) -> None:
-    specs = list(drill_faults.stages())
+    specs = list(faults.stages())
     run.rng.shuffle(specs)
     marks = [run.rng.uniform(0.1, 0.7) for _ in specs]
 
@@ -395,10 +199,10 @@ def _fault_restart(service: str) -> Callable[[Stack, Run], Awaitable[None]]:
         await run.progress(mark)
         stack.stopped_services.add(service)
         try:
-            info = await drill_faults.restart_service(stack.settings, service, stack.opts.outage_s)
+            info = await faults.restart_service(stack.settings, service, stack.opts.outage_s)
         except Exception as exc:  # noqa: BLE001 — note it, try once more
             run.notes.append(f"{service} did not come back: {str(exc)[:200]}")
-            err = await asyncio.to_thread(drill_faults.ensure_service_up, stack.settings, service)
+            err = await asyncio.to_thread(faults.ensure_service_up, stack.settings, service)
             if err:
                 raise RuntimeError(f"{service} could not be restarted: {err}") from exc
             info = {"down": "?", "up_s": "?"}
@@ -421,7 +225,7 @@ async def _fault_new_versions(stack: Stack, run: Run) -> None:
 
 async def _fault_redeploy(stack: Stack, run: Run) -> None:
     await run.completed_at_least(0.4)
-    took, clean = await asyncio.to_thread(drill_faults.sigterm, stack.allinone.workers["all"])
+    took, clean = await asyncio.to_thread(faults.sigterm, stack.allinone.workers["all"])
     run.notes.append(f"all-in-one stopped in {took:.1f}s{'' if clean else ' (needed SIGKILL)'} "
                      f"with {len(run.recorder.completed(run.expected))} completed")
     stack.allinone = None
@@ -555,7 +359,7 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
     try:
         # every drill starts from a working stack: services up, the catalogue's topics
         # present (an in-memory broker that was restarted comes back without them)
-        if err := await asyncio.to_thread(drill_faults.ensure_service_up, stack.settings):
+        if err := await asyncio.to_thread(faults.ensure_service_up, stack.settings):
             run.notes.append(f"stack not up before the drill: {err[:200]}")
         if await ensure_topics(stack.settings.kafka_bootstrap, stack.settings.topic_partitions):
             run.notes.append("topics were missing (re-created)")
@@ -564,7 +368,7 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
             if stack.fleet is not None:
                 await asyncio.to_thread(stack.fleet.stop)
                 stack.fleet = None
-            stack.allinone = drill_faults.Fleet(stack.settings, name)
+            stack.allinone = faults.Fleet(stack.settings, name)
             took = await stack.allinone.start(["all"])
         else:
             took = await stack.procfile(name)
@@ -616,7 +420,7 @@ def select(only: Optional[str]) -> list[str]:
 async def run_drills(names: Sequence[str], opts: Options, settings: Settings,
                      echo: Callable[[str], None] = print) -> list[DrillResult]:
     """Start the stack if needed and run the named drills one after another."""
-    from streams import devstack
+    import devstack
     from topics.admin import ensure_topics
 
     await asyncio.to_thread(devstack.up, settings, timeout_s=240.0)

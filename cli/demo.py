@@ -9,45 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
+import typer
 from rich.console import Console
 
-from streams import devstack
+import devstack
+from devstack.worker_process import start_worker, stop_worker
 from streams.settings import get_settings
 
 DEMO_QUERY = "energy use per megalitre at each treatment plant"
-
-
-def start_worker(log_path: Path, stages: str = "all",
-                 env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start ``ragstream worker`` as a child process logging to ``log_path``;
-    ``env`` entries override this process's environment (e.g. RAGSTREAM_* settings)."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    # the console script, not `python -m`: -m puts the repo root on sys.path, where the
-    # model repository folder triton/ would shadow the `triton` package torch probes for
-    return subprocess.Popen(
-        [str(Path(sys.executable).with_name("ragstream")), "worker", "--stages", stages,
-         "--loglevel", "info"],
-        stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
-
-
-def stop_worker(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """SIGTERM the worker's process group, SIGKILL after ``grace_s`` seconds."""
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
 
 
 async def _prior_status(results, settings) -> dict[str, str]:
@@ -67,8 +38,9 @@ def run_demo(project: str, keep_running: bool, console: Console) -> int:
     """Run the demo; returns the exit code (0 when every sample completed and the
     search found hits)."""
     from stages.samples import generate_samples
-    from streams.ingest_cli import ingest_and_follow, print_hits
-    from streams.search import search
+    from cli.progress import ingest_and_follow
+    from cli.search import print_hits
+    from search.query import search
     from topics.admin import ensure_topics
 
     settings = get_settings()
@@ -104,3 +76,13 @@ def run_demo(project: str, keep_running: bool, console: Console) -> int:
             devstack.down(settings)
     print(json.dumps({"completed": completed, "failed": failed, "search_hits": len(hits)}))
     return 0 if completed == len(samples) and hits else 1
+
+
+def register(app: typer.Typer, console: Console) -> None:
+    """Add ``demo`` to the main ``ragstream`` command."""
+
+    @app.command()
+    def demo(project: str = typer.Option("demo", "--project", "-p"),
+             keep_running: bool = typer.Option(False, help="leave the stack up afterwards")) -> None:
+        """Start the stack and a worker, ingest generated samples, show status and a search."""
+        raise typer.Exit(run_demo(project=project, keep_running=keep_running, console=console))

@@ -12,10 +12,18 @@ it with uvicorn (one Procfile process type).  Endpoints:
 - ``GET /dashboard`` — the live web page (no external assets)
 - ``GET /healthz``, ``GET /readyz``, ``GET /metrics``; OpenAPI at ``/docs``
 
-Every ``/v1`` route needs ``X-API-Key`` (per project); see streams/api/auth.py.
+Every ``/v1`` route needs ``X-API-Key`` (per project); see api/auth.py.
+
+Owns: the FastAPI app (``app.py``), auth (``auth.py``), document routes
+(``documents.py``), streaming multipart uploads (``uploads.py``), the SSE fan-out
+(``sse.py``), consumer lag for ``/v1/stats`` (``lag.py``), shared clients
+(``state.py``) and the dashboard's static files (``static/``).
+May import: ``streams`` (settings, the producer side ``streams.ingest``, kafka_io,
+broker quirks), ``adapters``, ``schemas``, ``topics``.  Never ``cli``, ``devstack``,
+``drills`` or ``agents``; nothing in the pipeline imports ``api``.
 """
 from __future__ import annotations
 
-from streams.api.app import create_app
+from api.app import create_app
 
 __all__ = ["create_app"]

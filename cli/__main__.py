@@ -1,0 +1,4 @@
+"""``python -m cli``: the ``ragstream`` command (see :mod:`cli.main`)."""
+from cli.main import main
+
+main()

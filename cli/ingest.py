@@ -1,0 +1,44 @@
+"""``ragstream ingest`` and ``ragstream status``: upload files and follow their
+progress live; show the status projection or tail the status changelog.
+
+    ragstream ingest PATH... [-p PROJECT] [-c CATEGORY] [--force] [--no-wait]
+    ragstream status [DOCUMENT] [--follow] [-p PROJECT]
+
+The bodies are in :mod:`cli.progress`, imported when a command runs.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+
+def register(app: typer.Typer, console: Console) -> None:
+    """Add ``ingest`` and ``status`` to the main ``ragstream`` command."""
+
+    @app.command()
+    def ingest(paths: List[Path] = typer.Argument(..., exists=True, help="files or folders"),
+               project: str = typer.Option("default", "--project", "-p"),
+               category: str = typer.Option("default", "--category", "-c"),
+               document_id: Optional[str] = typer.Option(None, help="only with a single file"),
+               force: bool = typer.Option(False, help="re-send unchanged files"),
+               wait: bool = typer.Option(True, help="follow status until every document is terminal"),
+               timeout: float = typer.Option(900.0, help="seconds to wait for terminal states")) -> None:
+        """Upload files to object storage and produce their upload events."""
+        from cli.progress import ingest_paths
+
+        raise typer.Exit(asyncio.run(ingest_paths(paths, project=project, category=category,
+                                                  document_id=document_id, force=force, wait=wait,
+                                                  timeout_s=timeout, console=console)))
+
+    @app.command()
+    def status(document: Optional[str] = typer.Argument(None),
+               follow: bool = typer.Option(False, "--follow", "-f", help="tail the status topic live"),
+               project: Optional[str] = typer.Option(None, "--project", "-p")) -> None:
+        """Show documents' status (PostgreSQL projection) or tail the changelog live."""
+        from cli.progress import show_status
+
+        asyncio.run(show_status(document, follow=follow, project=project, console=console))

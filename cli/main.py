@@ -1,0 +1,71 @@
+"""The ``ragstream`` command line (typer + rich): one entry point, one module per
+command group in this package.
+
+    ragstream dev up|down|status        the embedded stack            cli/dev.py
+    ragstream worker [--stages S,...]   run the stage workers         cli/worker.py
+    ragstream topics                    create the catalogue's topics cli/worker.py
+    ragstream ingest PATH...            upload, queue, follow         cli/ingest.py
+    ragstream status [DOC] [--follow]   projection / live changelog   cli/ingest.py
+    ragstream search "query"            top-k chunks                  cli/search.py
+    ragstream api / apikey ...          HTTP API, per-project keys    cli/api.py
+    ragstream profiles list|set|delete  category profiles             cli/profiles.py
+    ragstream dlq list|redrive          dead letters                  cli/dlq.py
+    ragstream partition FILE            elements of one file          cli/partition.py
+    ragstream eval tables PDF TRUTH.csv table cell accuracy           cli/eval.py
+    ragstream triton serve              Triton in the foreground      cli/triton.py
+    ragstream drill                     fault drills                  cli/drill.py
+    ragstream demo                      the whole thing on samples    cli/demo.py
+    ragstream bench ...                 benchmarks                    bench/cli.py
+
+Each command module keeps its heavy imports (Faust, pymilvus, ...) inside the
+command functions, so ``ragstream --help`` stays quick.  Console script:
+``ragstream = "cli.main:main"``; ``python -m cli`` does the same.
+"""
+from __future__ import annotations
+
+import os
+
+import typer
+from rich.console import Console
+
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+app = typer.Typer(help="ragstream: event-driven document ingestion for RAG.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+console = Console()
+
+
+def _mount() -> None:
+    from bench.cli import bench_app
+    from cli import api, demo, drill, ingest, search, worker
+    from cli.dev import dev_app
+    from cli.dlq import dlq_app
+    from cli.eval import eval_app
+    from cli.partition import partition_command
+    from cli.profiles import profiles_app
+    from cli.triton import triton_app
+
+    worker.register(app, console)
+    ingest.register(app, console)
+    search.register(app, console)
+    api.register(app)  # ragstream api, ragstream apikey
+    demo.register(app, console)
+    drill.register(app)
+    app.command("partition", help="Partition one file and print its elements as JSON lines.")(
+        partition_command)
+    app.add_typer(dev_app, name="dev")
+    app.add_typer(triton_app, name="triton")
+    app.add_typer(eval_app, name="eval")  # ragstream eval tables PDF TRUTH.csv
+    app.add_typer(profiles_app, name="profiles")  # ragstream profiles list|set|delete
+    app.add_typer(dlq_app, name="dlq")  # ragstream dlq list|redrive
+    app.add_typer(bench_app, name="bench")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _mount()
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""``ragstream worker`` and ``ragstream topics``: run the stage workers (the stream
+runtime in :mod:`streams.worker`) and create the catalogue's topics.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import typer
+from rich.console import Console
+
+from streams.settings import get_settings
+
+
+def register(app: typer.Typer, console: Console) -> None:
+    """Add ``worker`` and ``topics`` to the main ``ragstream`` command."""
+
+    @app.command()
+    def worker(stages: str = typer.Option("all", help="comma-separated stages, or 'all'"),
+               loglevel: str = typer.Option("warning")) -> None:
+        """Run stage workers: one stage in this process (its consumer group
+        ``ragstream-<stage>``), or several/all as one supervised process per stage."""
+        from streams.app import STAGES
+        from streams.worker import run_worker
+
+        chosen = list(STAGES) if stages == "all" else [s.strip() for s in stages.split(",") if s.strip()]
+        raise typer.Exit(run_worker(chosen, loglevel=loglevel))
+
+    @app.command()
+    def topics() -> None:
+        """Create the catalogue's topics on the broker (idempotent)."""
+        from topics.admin import ensure_topics
+
+        s = get_settings()
+        created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topic_partitions))
+        console.print(f"created: {created or 'none (all existed)'}")

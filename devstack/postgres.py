@@ -1,0 +1,147 @@
+"""The embedded PostgreSQL: the system server run by initdb/pg_ctl as the
+``postgres`` user in a private data directory; creates the ``ragstream`` role and
+database after start.  Registered with the supervisor on import.
+"""
+from __future__ import annotations
+
+import asyncio
+import glob
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+from urllib.parse import urlparse
+
+from devstack.supervisor import LOOPBACK, DevStackError, Paths, Service, alive, register
+from streams.settings import Settings
+
+# ---------------------------------------------------------------- postgres
+
+_PG_SUPERUSER = "postgres"
+
+
+def _pg_bin(name: str) -> str:
+    """Path of PostgreSQL server binary ``name`` (newest /usr/lib/postgresql/*/bin first)."""
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0)
+    for bindir in reversed(versions):
+        if os.access(f"{bindir}/{name}", os.X_OK):
+            return f"{bindir}/{name}"
+    found = shutil.which(name)
+    if not found:
+        raise DevStackError(
+            f"postgres: no PostgreSQL server found ({name} not in /usr/lib/postgresql/*/bin or on PATH); "
+            "install the system package (apt-get install postgresql)"
+        )
+    return found
+
+
+def _pg_user() -> str | None:
+    """As root: an unprivileged user to run PostgreSQL as (created if missing); else None."""
+    if os.geteuid() != 0:
+        return None
+    for name in ("postgres", "ragstream-pg"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            pass
+    subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                    "ragstream-pg"], check=True, capture_output=True)
+    return "ragstream-pg"
+
+
+def _as_user(user: str | None) -> dict:
+    return {"user": user, "group": user, "extra_groups": []} if user else {}
+
+
+async def _pg_prepare(settings: Settings, paths: Paths) -> None:
+    user = _pg_user()
+    if user:
+        shutil.chown(paths.data, user, user)
+        paths.data.chmod(0o700)
+        probe = subprocess.run(["test", "-w", str(paths.data)], **_as_user(user))
+        if probe.returncode != 0:
+            raise DevStackError(
+                f"postgres: runs as user {user!r}, who cannot reach {paths.data}; make every parent "
+                "directory searchable (chmod o+x) or use a data_dir elsewhere"
+            )
+    lock = paths.data / "postmaster.pid"
+    if lock.exists():
+        # left by a killed server; its pid may linger as a zombie (pid 1 in some
+        # containers reaps slowly), which PostgreSQL mistakes for a live postmaster
+        try:
+            old_pid = int(lock.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            old_pid = None
+        if old_pid is None or not alive(old_pid):
+            lock.unlink(missing_ok=True)
+    if (paths.data / "PG_VERSION").exists():
+        return
+    with open(paths.log, "ab") as log:
+        result = await asyncio.to_thread(
+            subprocess.run,
+            [_pg_bin("initdb"), "-D", str(paths.data), "-U", _PG_SUPERUSER, "--auth=trust",
+             "-E", "UTF8", "--locale=C", "--no-sync"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.data, **_as_user(user),
+        )
+    if result.returncode != 0:
+        raise DevStackError(f"postgres: initdb failed (exit {result.returncode}); see {paths.log}")
+
+
+def _pg_command(settings: Settings, paths: Paths) -> list[str]:
+    return [_pg_bin("postgres"), "-D", str(paths.data), "-p", str(settings.pg_port),
+            "-c", f"listen_addresses={LOOPBACK}", "-c", "unix_socket_directories=",
+            "-c", "logging_collector=off"]
+
+
+async def _pg_connect(settings: Settings, user: str, database: str):
+    import asyncpg
+
+    return await asyncpg.connect(host=LOOPBACK, port=settings.pg_port, user=user, database=database, timeout=5)
+
+
+async def _pg_health(settings: Settings) -> None:
+    conn = await _pg_connect(settings, _PG_SUPERUSER, "postgres")
+    try:
+        await conn.fetchval("select 1")
+    finally:
+        await conn.close()
+
+
+async def _pg_post_start(settings: Settings, paths: Paths) -> None:
+    """Create the role and database named in ``settings.pg_dsn`` (idempotent), then check the DSN."""
+    import asyncpg
+
+    dsn = urlparse(settings.pg_dsn)
+    role, database = dsn.username or "ragstream", dsn.path.lstrip("/") or "ragstream"
+    conn = await _pg_connect(settings, _PG_SUPERUSER, "postgres")
+    try:
+        if not await conn.fetchval("select 1 from pg_roles where rolname = $1", role):
+            await conn.execute(f'create role "{role}" login')
+        if not await conn.fetchval("select 1 from pg_database where datname = $1", database):
+            await conn.execute(f'create database "{database}" owner "{role}"')
+    finally:
+        await conn.close()
+    check = await asyncpg.connect(settings.pg_dsn, timeout=5)
+    try:
+        await check.fetchval("select 1")
+    finally:
+        await check.close()
+
+
+POSTGRES = Service(
+    name="postgres",
+    command=_pg_command,
+    health=_pg_health,
+    ports=lambda s: [s.pg_port],
+    endpoint=lambda s: f"{LOOPBACK}:{s.pg_port}",
+    prepare=_pg_prepare,
+    post_start=_pg_post_start,
+    user=_pg_user,
+    stop_signal=signal.SIGINT,  # fast shutdown
+    signal_leader_only=True,
+)
+
+
+register(POSTGRES)

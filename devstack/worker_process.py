@@ -1,0 +1,37 @@
+"""The ``ragstream worker`` child process, as the demo, the drills, the tests and the
+benchmarks start it next to the embedded stack: its own session (process group),
+its log appended to a file, stopped by SIGTERM to the group (SIGKILL after a grace).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def start_worker(log_path: Path, stages: str = "all",
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``ragstream worker`` as a child process logging to ``log_path``;
+    ``env`` entries override this process's environment (e.g. RAGSTREAM_* settings)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # the console script, not `python -m`: -m puts the repo root on sys.path, where the
+    # model repository folder triton/ would shadow the `triton` package torch probes for
+    return subprocess.Popen(
+        [str(Path(sys.executable).with_name("ragstream")), "worker", "--stages", stages,
+         "--loglevel", "info"],
+        stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
+
+
+def stop_worker(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
+    """SIGTERM the worker's process group, SIGKILL after ``grace_s`` seconds."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
