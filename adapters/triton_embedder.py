@@ -37,7 +37,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from adapters.embedder import DIM, EmbedderError, _check_texts
+from adapters.embedding import DIM, EmbedderError, check_texts
 
 if TYPE_CHECKING:  # pragma: no cover
     from streams.settings import Settings
@@ -192,7 +192,7 @@ class TritonEmbedder:
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: float32 ``(n, 384)``, unit rows, in input order; ``(0, 384)``
         for no texts.  See the class docstring for batching, deadlines and retries."""
-        items = _check_texts(texts)
+        items = check_texts(texts)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         self._ensure_client()

@@ -55,7 +55,8 @@ def corpus_files(corpus: Path) -> list[Path]:
                   if p.is_file() and p.suffix.lower() != ".csv" and not p.name.startswith("."))
 
 
-def _pages(page_count: int | None, elements: list[dict]) -> int:
+def page_total(page_count: int | None, elements: list[dict]) -> int:
+    """Pages of a document: its page count, or the highest element page number (≥ 1)."""
     return max([1, page_count or 0] + [e.get("metadata", {}).get("page_number") or 1 for e in elements])
 
 
@@ -89,7 +90,7 @@ async def direct_one(path: Path, project: str, embedder, vectors, run: Run) -> N
             for i, (c, v) in enumerate(zip(chunks, vecs))]
     if rows:
         await vectors.upsert(project, rows)
-    run.pages += _pages(norm.page_count, elements)
+    run.pages += page_total(norm.page_count, elements)
     run.chunks += len(chunks)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from adapters.embedder import OnnxEmbedder, load_tokenizer
 from adapters.triton_embedder import TritonEmbedder
 from streams.settings import Settings, get_settings
-from devstack.triton import TritonServer, _ready
+from devstack.triton import TritonServer, server_ready
 
 WORDS = ("document chunk retrieval index vector query kafka stream partition topic "
          "consumer offset replay embedding model server batch latency throughput table "
@@ -114,7 +114,7 @@ def bench_embed(settings: Settings | None = None, *, repeats: int = 2,
     prints one line per case, the machine, and ``triton_vs_inprocess=<ratio>`` last."""
     settings = settings or get_settings()
     server = None
-    if not _ready(settings.triton_http_port):
+    if not server_ready(settings.triton_http_port):
         server = TritonServer(settings, models=["embedder"]).start()
     try:
         log(f"machine: {platform.machine()} {os.cpu_count()} CPUs, {platform.processor() or platform.platform()}; "

@@ -54,7 +54,7 @@ class StrategyRun:
 
 def _parse_one(path: Path, strategy: str, work: Path):
     """(pages, elements) of one file under ``strategy``; raises DocumentError."""
-    from bench.e2e import _pages
+    from bench.e2e import page_total
     from stages.normalize import normalize_file
     from stages.partition import partition_file
     from stages.profiles import get_profile
@@ -62,7 +62,7 @@ def _parse_one(path: Path, strategy: str, work: Path):
     profile = get_profile("default").with_strategy(strategy)
     norm = normalize_file(path, work, profile)
     elements = partition_file(norm.path, norm.filetype, profile, filename=path.name)
-    return _pages(norm.page_count, elements), elements
+    return page_total(norm.page_count, elements), elements
 
 
 def run_strategy(files: list[Path], strategy: str) -> StrategyRun:

@@ -215,7 +215,7 @@ def _pdeathsig() -> None:  # runs in the child between fork and exec
         pass
 
 
-def _ready(http_port: int, timeout_s: float = 2.0) -> bool:
+def server_ready(http_port: int, timeout_s: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"http://{LOOPBACK}:{http_port}/v2/health/ready", timeout=timeout_s) as r:
             return r.status == 200
@@ -297,7 +297,7 @@ class TritonServer:
             if self.proc.poll() is not None:
                 raise TritonServerError(
                     f"tritonserver exited with {self.proc.returncode}; log {self.log_path}:\n{self._tail()}")
-            if _ready(self.settings.triton_http_port):
+            if server_ready(self.settings.triton_http_port):
                 return self
             time.sleep(0.25)
         self.stop()
@@ -395,7 +395,7 @@ def _register_devstack() -> None:
     async def health(settings: Settings) -> None:
         import asyncio
 
-        if not await asyncio.get_running_loop().run_in_executor(None, _ready, settings.triton_http_port):
+        if not await asyncio.get_running_loop().run_in_executor(None, server_ready, settings.triton_http_port):
             raise TritonServerError("tritonserver not ready")
 
     def env(settings: Settings) -> dict[str, str]:

@@ -62,7 +62,7 @@ def write_document(path: Path, kind: str, rng: random.Random, tag: str, split_pa
 
         import docx
 
-        from stages.samples import FIXED_DATE, _normalize_zip
+        from stages.samples import FIXED_DATE, normalize_zip
 
         document = docx.Document()
         document.add_heading(title, level=0)
@@ -74,7 +74,7 @@ def write_document(path: Path, kind: str, rng: random.Random, tag: str, split_pa
         props.created = props.modified = props.last_printed = FIXED_DATE
         buf = io.BytesIO()
         document.save(buf)
-        path.write_bytes(_normalize_zip(buf.getvalue()))
+        path.write_bytes(normalize_zip(buf.getvalue()))
     elif kind == "html":
         import html
 

@@ -12,7 +12,6 @@ reason; zero elements from a non-empty file is always an error.
 from __future__ import annotations
 
 import logging
-import shutil
 import zipfile
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from stages.deadline import DeadlineExceeded, deadline
 from stages.errors import DocumentError, EmptyDocument, OCRUnavailable, UnsupportedType
 from stages.parse_errors import as_document_error
 from stages.profiles import Profile
+from stages.tesseract import tesseract_available  # noqa: F401  (also imported from here)
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +37,6 @@ NATIVE = {  # filetype -> (module, function, extra kwargs)
     "tsv": ("unstructured.partition.tsv", "partition_tsv", {}),
     "eml": ("unstructured.partition.email", "partition_email", {}),
 }
-
-
-def tesseract_available() -> bool:
-    """True when the ``tesseract`` binary is on PATH."""
-    return shutil.which("tesseract") is not None
 
 
 def partition_file(path: Path, filetype: str, profile: Profile,

@@ -140,7 +140,7 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
 
 
 def _check_ocr(ocr_pages: list[int], scanned: int, strategy: str, profile_name: str) -> None:
-    from stages.partition import tesseract_available
+    from stages.tesseract import tesseract_available
 
     if len(ocr_pages) == scanned:
         what = f"PDF has no text layer (scanned images on all {scanned} page(s))"
@@ -280,7 +280,7 @@ def _align_hi_res(elements: list, items: list) -> tuple[list, list]:
     from unstructured.documents.coordinates import PixelSpace
     from unstructured.documents.elements import CoordinatesMetadata, Image, Table
 
-    from stages.pdf_extras import _bbox, _inside
+    from stages.geometry import element_bbox, fraction_inside
 
     system = next((el.metadata.coordinates.system for el in elements
                    if el.metadata.coordinates is not None and el.metadata.coordinates.system is not None), None)
@@ -296,10 +296,10 @@ def _align_hi_res(elements: list, items: list) -> tuple[list, list]:
         scaled.append(item)
     kept = []
     for el in elements:
-        box = _bbox(el)
+        box = element_bbox(el)
         kind = Table if isinstance(el, Table) else Image if isinstance(el, Image) else None
         if kind is not None and box is not None and any(
-                isinstance(item, kind) and (_inside(box, _bbox(item)) >= 0.5 or _inside(_bbox(item), box) >= 0.5)
+                isinstance(item, kind) and (fraction_inside(box, element_bbox(item)) >= 0.5 or fraction_inside(element_bbox(item), box) >= 0.5)
                 for item in scaled):
             continue
         kept.append(el)

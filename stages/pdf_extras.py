@@ -22,6 +22,8 @@ from unstructured.documents.coordinates import PixelSpace
 from unstructured.documents.elements import (CoordinatesMetadata, Element, ElementMetadata,
                                              Image, Table)
 
+from stages.geometry import element_bbox, fraction_inside
+
 MIN_IMAGE_PT = 40          # ignore images smaller than this on either side (icons, rules)
 MIN_IMAGE_AREA = 0.01      # ... or under 1 % of the page
 SCAN_AREA = 0.85           # an image this large on a page with text is a scan background
@@ -30,6 +32,7 @@ MIN_TABLE_PATHS = 1        # no vector paths at all: no ruled table (one path ca
 MIN_TABLE_CELLS = 6        # smaller grids are usually partial detections of rule-only tables
 MAX_MEAN_CELL_CHARS = 120  # longer average cell text means boxed prose, not data
 IMAGE_MAX_PX = 1024
+
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +165,7 @@ def _rule_tables(ppage, page, scan: PageScan, meta: dict) -> list[Element]:
 
     try:
         return pdf_page_tables(ppage, page, scan.width, scan.height, meta,
-                               existing=[_bbox(i) for i in scan.items if isinstance(i, Table)])
+                               existing=[element_bbox(i) for i in scan.items if isinstance(i, Table)])
     except Exception as exc:  # noqa: BLE001 - tables are a bonus, text is not
         log.warning("rule-table recovery failed on page %d: %s", scan.number, exc)
         return []
@@ -201,26 +204,6 @@ def _images(page, boxes, scan: PageScan, meta: dict) -> list[Element]:
     return out
 
 
-def _bbox(el: Element) -> tuple[float, float, float, float] | None:
-    coords = el.metadata.coordinates
-    if coords is None or not coords.points:
-        return None
-    xs = [p[0] for p in coords.points]
-    ys = [p[1] for p in coords.points]
-    return min(xs), min(ys), max(xs), max(ys)
-
-
-def _inside(inner, outer, tol: float = 2.0) -> float:
-    """Fraction of ``inner``'s area inside ``outer`` (a degenerate box counts by centre)."""
-    x0, y0 = max(inner[0], outer[0] - tol), max(inner[1], outer[1] - tol)
-    x1, y1 = min(inner[2], outer[2] + tol), min(inner[3], outer[3] + tol)
-    area = (inner[2] - inner[0]) * (inner[3] - inner[1])
-    if area <= 0:
-        cx, cy = (inner[0] + inner[2]) / 2, (inner[1] + inner[3]) / 2
-        return float(outer[0] - tol <= cx <= outer[2] + tol and outer[1] - tol <= cy <= outer[3] + tol)
-    return max(0.0, x1 - x0) * max(0.0, y1 - y0) / area
-
-
 def merge_page_items(elements: list[Element], items: list[Element]) -> list[Element]:
     """Merge one page's Table/Image ``items`` into its ``elements`` (same page).
 
@@ -229,18 +212,18 @@ def merge_page_items(elements: list[Element], items: list[Element]) -> list[Elem
     that starts below its top edge.
     """
     result = list(elements)
-    for item in sorted(items, key=lambda e: _bbox(e)[1]):
-        box = _bbox(item)
+    for item in sorted(items, key=lambda e: element_bbox(e)[1]):
+        box = element_bbox(item)
         covered = []
         if isinstance(item, Table):
             covered = [i for i, el in enumerate(result) if not isinstance(el, (Table, Image))
-                       and (b := _bbox(el)) is not None and _inside(b, box) >= 0.5]
+                       and (b := element_bbox(el)) is not None and fraction_inside(b, box) >= 0.5]
         if covered:
             pos = covered[0]
             for i in reversed(covered):
                 del result[i]
         else:
             pos = next((i for i, el in enumerate(result)
-                        if (b := _bbox(el)) is not None and b[1] >= box[1]), len(result))
+                        if (b := element_bbox(el)) is not None and b[1] >= box[1]), len(result))
         result.insert(pos, item)
     return result

@@ -434,12 +434,13 @@ def image_tables(image, dpi: float, languages, existing: list[Box] = (), **meta)
     """
     import numpy as np
 
-    from stages.table_ocr import _binarise, _strokes, _tesseract_lang
+    from stages.table_ocr import binarise, find_strokes
+    from stages.tesseract import tesseract_lang
 
     gray = np.asarray(image.convert("L"))
     h, w = gray.shape
-    bw = _binarise(gray, dpi)
-    labels, comps = _strokes(bw, max(20, int(0.25 * w)), True)
+    bw = binarise(gray, dpi)
+    labels, comps = find_strokes(bw, max(20, int(0.25 * w)), True)
     tol = max(2.0, 0.03 * dpi)
     rules = long_rules([(c[1], (c[2] + c[4]) / 2, c[3]) for c in comps], w, tol, h)
     rules = [r for r in rules if not any(b[0] - tol <= r[0] and r[2] <= b[2] + tol and b[1] - tol <= r[1] <= b[3] + tol
@@ -450,7 +451,7 @@ def image_tables(image, dpi: float, languages, existing: list[Box] = (), **meta)
     small = image.convert("RGB").resize((max(1, int(w * scale)), max(1, int(h * scale))))
     found = regions(rules, w, _layout_boxes(small, scale), tol)
     mask = labels > 0
-    lang = _tesseract_lang(list(languages))
+    lang = tesseract_lang(list(languages))
     out = []
     for box, rule_ys, by_model in found:
         if _overlaps(box, list(existing)):
@@ -479,19 +480,19 @@ def keep_text_outside(elements: list, tables: list, image, dpi: float, languages
     from unstructured.documents.coordinates import PixelSpace
     from unstructured.documents.elements import CoordinatesMetadata, Image, Table
 
-    from stages.pdf_extras import _bbox, _inside
-    from stages.table_ocr import _tesseract_lang
+    from stages.geometry import element_bbox, fraction_inside
+    from stages.tesseract import tesseract_lang
 
-    boxes = [_bbox(t) for t in tables]
+    boxes = [element_bbox(t) for t in tables]
     if not boxes:
         return elements
     gray = np.asarray(image.convert("L"))
-    lang = _tesseract_lang(list(languages))
+    lang = tesseract_lang(list(languages))
     out = []
     for el in elements:
-        b = _bbox(el)
+        b = element_bbox(el)
         table = next((t for t in boxes if b is not None and not isinstance(el, (Table, Image))
-                      and _inside(b, t) >= 0.5), None)
+                      and fraction_inside(b, t) >= 0.5), None)
         if table is None:
             out.append(el)
             continue

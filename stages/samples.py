@@ -168,11 +168,11 @@ def write_docx(path: Path) -> Path:
     props.revision = 1
     buf = io.BytesIO()
     document.save(buf)
-    path.write_bytes(_normalize_zip(buf.getvalue()))
+    path.write_bytes(normalize_zip(buf.getvalue()))
     return path
 
 
-def _normalize_zip(data: bytes) -> bytes:
+def normalize_zip(data: bytes) -> bytes:
     """Rewrite a zip with fixed entry timestamps (byte-identical output)."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:

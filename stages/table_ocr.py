@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from stages.tesseract import tesseract_lang
+
 log = logging.getLogger(__name__)
 
 MIN_HLINE_IN = 0.25     # shortest horizontal rule kept (inches)
@@ -104,14 +106,14 @@ class TableGrid:
         return " ".join(c.text for c in sorted(self.cells, key=lambda c: (c.row, c.col)) if c.text)
 
 
-def _binarise(gray: np.ndarray, dpi: float) -> np.ndarray:
+def binarise(gray: np.ndarray, dpi: float) -> np.ndarray:
     import cv2
 
     block = max(15, int(dpi * 0.12)) | 1  # odd, a bit larger than a stroke is thick
     return cv2.adaptiveThreshold(gray, 255, cv2.ADAPTIVE_THRESH_MEAN_C, cv2.THRESH_BINARY_INV, block, 15)
 
 
-def _strokes(bw: np.ndarray, length: int, horizontal: bool) -> tuple[np.ndarray, list[tuple[int, int, int, int, int]]]:
+def find_strokes(bw: np.ndarray, length: int, horizontal: bool) -> tuple[np.ndarray, list[tuple[int, int, int, int, int]]]:
     """Opened mask and its components ``(label, x0, y0, x1, y1)`` (inclusive-exclusive)."""
     import cv2
 
@@ -157,9 +159,9 @@ def find_tables(gray: np.ndarray, dpi: float) -> list[TableGrid]:
 
 def _detect(gray: np.ndarray, dpi: float) -> tuple[list[TableGrid], np.ndarray]:
     """``find_tables`` plus the mask of the ruling lines it kept (bool, image-sized)."""
-    bw = _binarise(gray, dpi)
-    hlab, hcomps = _strokes(bw, max(10, int(MIN_HLINE_IN * dpi)), True)
-    vlab, vcomps = _strokes(bw, max(8, int(MIN_VLINE_IN * dpi)), False)
+    bw = binarise(gray, dpi)
+    hlab, hcomps = find_strokes(bw, max(10, int(MIN_HLINE_IN * dpi)), True)
+    vlab, vcomps = find_strokes(bw, max(8, int(MIN_VLINE_IN * dpi)), False)
     tol = max(2, int(TOUCH_IN * dpi))
     # ruling lines meet at least two lines of the other direction
     vmeet = {v[0]: [h[0] for h in hcomps if _meets(h, v, tol)] for v in vcomps}
@@ -249,16 +251,6 @@ def _grid(hs, vs, hmask: np.ndarray, vmask: np.ndarray, dpi: float) -> TableGrid
     return TableGrid((xs[0], ys[0], xs[-1], ys[-1]), n_rows, n_cols, cells)
 
 
-def _tesseract_lang(languages: list[str] | tuple[str, ...]) -> str:
-    """Profile languages → tesseract ``-l`` value (ISO 639-1/-3 codes mapped)."""
-    try:
-        from unstructured.partition.common.lang import prepare_languages_for_tesseract
-
-        return prepare_languages_for_tesseract(list(languages)) or "eng"
-    except Exception:  # noqa: BLE001 - older/newer unstructured: use the codes as given
-        return "+".join(languages) or "eng"
-
-
 def _join_lines(lines: list[str]) -> str:
     out = ""
     for line in lines:
@@ -290,7 +282,7 @@ def ocr_cells(gray: np.ndarray, tables: list[TableGrid], dpi: float,
     binary = shutil.which("tesseract")
     if binary is None:
         raise FileNotFoundError("tesseract not installed")
-    bw = _binarise(gray, dpi)
+    bw = binarise(gray, dpi)
     if rules is None:
         rules = _detect(gray, dpi)[1]
     lines_mask = cv2.dilate(rules.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0
@@ -316,7 +308,7 @@ def ocr_cells(gray: np.ndarray, tables: list[TableGrid], dpi: float,
             continue  # mostly empty boxes: a chart, a form frame, a page border
         for psm, cell, crop in inked:
             by_psm[psm].append((cell, crop))
-    lang = _tesseract_lang(languages)
+    lang = tesseract_lang(languages)
     env = dict(os.environ, OMP_THREAD_LIMIT="1")
     with tempfile.TemporaryDirectory(prefix="ragstream-cells-") as tmp:
         for psm, items in by_psm.items():
