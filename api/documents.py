@@ -3,6 +3,10 @@
 The API is a producer of upload events and a reader of the status projection,
 nothing more: uploads go through :func:`streams.ingest.queue_version` (the same
 tail as ``ragstream ingest``), deletes through :func:`streams.ingest.queue_delete`.
+
+Size: the /v1/documents routes with their request/response models and the S3-reference
+upload path; they share the validation and the error shapes the OpenAPI schema
+documents.
 """
 from __future__ import annotations
 

@@ -65,6 +65,10 @@ Registering another service (e.g. Triton) from its own module::
     register(Service(name="triton", command=..., health=..., ports=...))
 
 and add that module's name to :data:`SERVICE_MODULES` so it is imported on use.
+
+Size: one supervisor: the registry, process-group spawning, health waits, the stack
+lock and the stop sequence (grace, SIGKILL, descendants, zombies) are one lifecycle;
+the services live in their own modules.
 """
 from __future__ import annotations
 

@@ -27,6 +27,10 @@ Ports (all on 127.0.0.1): ``settings.triton_http_port`` (18000),
 Entry points: ``python -m devstack.triton serve`` (foreground; Procfile and
 ``ragstream triton serve``), the ``triton`` dev stack service registered here, and
 :class:`TritonServer` for tests and benchmarks.
+
+Size: one launcher for one binary: layout of the pip-installed tritonserver, backends,
+model checks, argv/env, the process group and its clean stop, used by the devstack,
+`ragstream triton serve` and the benchmarks.
 """
 from __future__ import annotations
 

@@ -26,6 +26,10 @@ Workers log to ``{data_dir}/logs/drill/``.  Callbacks go to a receiver on
 127.0.0.1 that records every request.  One report line per drill, then
 ``drills_passed=<n>/<m> lost=<chunks> extra=<chunks> duplicate_completions=<n>
 reprocessed=<docs>``; exit code 0 only when every drill passed.
+
+Size: the drill runner: the run/stack state, the five kinds of fault, the waits and
+the verdict share that state; the corpus, the observers, the faults' mechanics and the
+checks are already their own modules.
 """
 from __future__ import annotations
 

@@ -26,6 +26,10 @@ column of bullets beside one of text (a list).  On scans the region is OCR'd aga
 and ``keep_text_outside`` keeps a caption that unstructured OCR'd into the same
 block as the table.  Recovery never fails a page: the callers catch and log
 exceptions.  Tables without any rule are not looked for (the page gate needs rules).
+
+Size: one algorithm (rules → regions → columns → rows → cells) for born-digital and
+scanned pages; its steps share thresholds and word/region types, and split they would
+be read across files.
 """
 from __future__ import annotations
 

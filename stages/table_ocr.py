@@ -23,6 +23,9 @@ Cell text joins the cell's lines with a space, except after a line that ends in 
 
 Only tables with ruling lines around their cells are found; borderless tables stay
 text.  Recovery never fails a page: callers catch and log exceptions.
+
+Size: one pipeline (binarise → strokes → grid → cell OCR → HTML) whose steps share the
+grid types and thresholds.
 """
 from __future__ import annotations
 
