@@ -19,7 +19,7 @@ import pytest
 from api_helpers import create_key, upload
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-STATIC = Path(__file__).resolve().parents[1] / "streams" / "api" / "static"
+STATIC = Path(__file__).resolve().parents[1] / "api" / "static"
 
 
 def test_dashboard_assets_are_self_contained():
