@@ -35,3 +35,24 @@ def test_compose_has_every_stage_and_real_settings():
             "RAGSTREAM_BROKER_QUIRKS"}
         assert not unknown, unknown
     assert services["kafka"]["environment"]["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+
+
+def test_packaging_names_every_package_and_the_image_copies_them():
+    """Every top-level package with an __init__.py is in pyproject's package list
+    (with its subpackages) and is copied into the image; the console script
+    points at a function that exists."""
+    import importlib
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(project["tool"]["setuptools"]["packages"])
+    tops = [d for d in ROOT.iterdir() if d.is_dir() and not d.is_symlink()
+            and not d.name.startswith(".") and d.name not in ("tests", "triton")]
+    on_disk = {str(p.parent.relative_to(ROOT)).replace("/", ".") for d in tops for p in d.rglob("__init__.py")}
+    assert on_disk <= listed, f"packages missing from pyproject: {sorted(on_disk - listed)}"
+    copied = set(re.findall(r"^COPY (\w+)/ ", (ROOT / "Dockerfile").read_text(), re.M))
+    top = {name.split(".")[0] for name in listed}
+    assert top <= copied, f"packages the Dockerfile does not copy: {sorted(top - copied)}"
+    module, func = project["project"]["scripts"]["ragstream"].split(":")
+    assert callable(getattr(importlib.import_module(module), func))
