@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import os
 import signal
 import subprocess
@@ -22,7 +23,9 @@ from typing import Optional, Sequence
 from devstack.worker_process import start_worker, stop_worker
 from streams.settings import Settings
 
-READY_MARK = b"ragstream worker: ready"
+# each stage process prints "ragstream worker: <stage> ready, N topic partitions assigned"
+# (streams/worker.py); a worker is ready when every stage it runs has said so
+READY_MARK = re.compile(rb"ragstream worker: (\w+) ready")
 WORKER_ENV = {"RAGSTREAM_CALLBACK_ALLOW_HOSTS": "127.0.0.1"}
 _serial = itertools.count(1)
 
@@ -73,7 +76,9 @@ async def wait_ready(worker: Worker, timeout_s: float = 180.0) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout_s:
         try:
-            if READY_MARK in worker.log.read_bytes():
+            ready = {m.decode() for m in READY_MARK.findall(worker.log.read_bytes())}
+            wanted = set(stages()) if worker.stages == "all" else set(worker.stages.split(","))
+            if wanted <= ready:
                 return time.monotonic() - t0
         except FileNotFoundError:
             pass
