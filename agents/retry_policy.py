@@ -29,7 +29,10 @@ BACKOFF_MAX_S = 30.0
 
 _TRANSIENT_TEXT = ("unavailable", "fail connecting", "connection refused", "connection reset",
                    "deadline exceeded", "too_many_pings", "server unavailable", "broken pipe",
-                   "timed out", "connect call failed", "connection closed", "not ready")
+                   "timed out", "connect call failed", "connection closed", "not ready",
+                   # Triton while it (re)loads its models: NOT_FOUND "unknown model …
+                   # has no available versions" — a restart, not a missing model
+                   "has no available versions")
 
 
 _TRANSIENT_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EHOSTUNREACH,

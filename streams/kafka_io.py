@@ -2,6 +2,7 @@
 with the broker-quirk settings, serialising through the same Faust records."""
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -37,14 +38,33 @@ async def tail_status(bootstrap: str, *, from_beginning: bool = True,
                       idle_timeout_s: Optional[float] = None) -> AsyncIterator[StatusEvent]:
     """Yield status events from the changelog as they arrive (no consumer group).
 
-    Stops after ``idle_timeout_s`` seconds without an event (None: never).
+    The partitions are assigned by hand, not subscribed: a subscription follows the
+    topic's metadata, and when the embedded broker answered metadata requests with
+    errors while its S3 storage was away, a subscribed tail lost its partitions and
+    never read again (drill ``restart-s3``); an assigned one keeps its positions and
+    resumes.  A record that is not a status event is skipped.  Stops after
+    ``idle_timeout_s`` seconds without an event (None: never).
     """
+    from schemas.decode import UndecodableRecord, decode_event
+
     consumer = AIOKafkaConsumer(
-        STATUS.name, bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
         auto_offset_reset="earliest" if from_beginning else "latest",
         client_id=f"ragstream-tail-{uuid.uuid4().hex[:8]}")
     await consumer.start()
     try:
+        partitions: set = set()
+        while not partitions:
+            await consumer.topics()  # a metadata refresh
+            partitions = consumer.partitions_for_topic(STATUS.name) or set()
+            if not partitions:
+                await asyncio.sleep(0.5)
+        tps = [TopicPartition(STATUS.name, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        if from_beginning:
+            await consumer.seek_to_beginning(*tps)
+        else:
+            await consumer.seek_to_end(*tps)
         last = time.monotonic()
         while True:
             batches = await consumer.getmany(timeout_ms=500)
@@ -54,7 +74,10 @@ async def tail_status(bootstrap: str, *, from_beginning: bool = True,
                 return
             for messages in batches.values():
                 for msg in messages:
-                    yield StatusEvent.loads(msg.value)
+                    try:
+                        yield decode_event(StatusEvent, msg.value)
+                    except UndecodableRecord:
+                        continue
     finally:
         await consumer.stop()
 
