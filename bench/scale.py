@@ -19,8 +19,10 @@ from pathlib import Path
 
 import psutil
 from rich.console import Console
+from streams.app import STAGES
 
-REST_STAGES = "normalize,chunk,enhance,embed,index,project"
+# every stage but partition, which the benchmark runs as its own processes
+REST_STAGES = ",".join(s for s in STAGES if s != "partition")
 
 
 @dataclass

@@ -230,23 +230,25 @@ def test_postgres_outage_fails_nothing_and_loses_no_status(stack, worker, tmp_pa
     import devstack
 
     files = _text_files(tmp_path, 10, "pgdown")
+    queued = ingest(files, project, wait=False)  # every upload registered before the outage
+    wanted = {r.document_id: r.version for r in queued.results}
 
     async def scenario():
-        from cli.progress import ingest_and_follow
+        from cli.progress import follow_until_terminal
 
-        task = asyncio.create_task(ingest_and_follow(files, project=project, category="default",
-                                                     timeout_s=600, console=Console(quiet=True)))
-        await asyncio.sleep(3)
+        follow = asyncio.create_task(follow_until_terminal(
+            wanted, Console(quiet=True), 600, since=time.time() - 120, settings=stack))
+        await asyncio.sleep(1)
         await asyncio.to_thread(devstack.down, stack, names=["postgres"])
         await asyncio.sleep(25)
         await asyncio.to_thread(devstack.up, stack, names=["postgres"])
-        return await task
+        return await follow
 
-    outcome = run(scenario())
-    assert not outcome.timed_out
-    assert {e.status for e in outcome.last.values()} == {"COMPLETED"}, outcome.last
-    for r in outcome.results:
-        row = run(_wait_until(lambda r=r: _terminal(stack, r.document_id), 120, "the projection"))
+    last = run(scenario())
+    assert {e.status for e in last.values()} == {"COMPLETED"}, last
+    assert set(last) == set(wanted)
+    for document_id in wanted:
+        row = run(_wait_until(lambda d=document_id: _terminal(stack, d), 120, "the projection"))
         assert row["status"] == "COMPLETED" and row["chunks_total"] >= 1
 
 
