@@ -7,7 +7,9 @@
   FAILS "timeout after N s".  A transient outage therefore never fails a document
   early: lag grows while the dependency is away (issue 8, failure 9).
 - **Permanent**: a DocumentError (bad bytes, unsupported, too large, a parse
-  deadline), a crashed parser process, an undecodable record: fails at once.
+  deadline), an undecodable record: fails at once.  A crashed parser process
+  counts as unexpected (a kill from outside heals; a file that crashes the parser
+  every time fails after the third try).
 - **Unexpected** (anything else, i.e. a bug or an unknown library error): retried
   ``UNEXPECTED_ATTEMPTS`` times, then permanent.
 - ``asyncio.CancelledError`` (shutdown, rebalance) is never retried nor turned into
@@ -81,8 +83,10 @@ def classify(exc: BaseException) -> str:
 
     Raises nothing; CancelledError is the caller's to re-raise before asking.
     """
-    if isinstance(exc, (DocumentError, StageTimeout, WorkerCrashed)):
+    if isinstance(exc, (DocumentError, StageTimeout)):
         return "permanent"
+    if isinstance(exc, WorkerCrashed):
+        return "unexpected"  # tried UNEXPECTED_ATTEMPTS times: a kill from outside heals
     if isinstance(exc, TRANSIENT_TYPES):
         return "transient"
     if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:

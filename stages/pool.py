@@ -42,6 +42,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import signal
 import threading
 import weakref
 from concurrent.futures import Future
@@ -49,7 +50,13 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Optional
 
 from pebble import ProcessExpired, ProcessPool
+from pebble.common.types import CONSTS as _PEBBLE_CONSTS
 from pebble.common.types import RemoteTraceback
+
+# Pool processes ignore SIGTERM (see _init_worker), so pebble's stop — SIGTERM, wait
+# ``term_timeout`` (3 s by default), then SIGKILL — would wait for nothing: go to
+# SIGKILL after half a second.  One place, pebble 5.x's module constant.
+_PEBBLE_CONSTS.term_timeout = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +76,11 @@ class _PoolReset(BrokenProcessPool):
 
 
 def _init_worker() -> None:
+    # The parent decides when a pool process ends (deadline, cancel, close).  A SIGTERM
+    # or Ctrl-C sent to the worker's process group (a redeploy, `dev down`) must not
+    # kill a parse half-way and fail its document as "crashed" (drill redeploy).
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for var in THREAD_VARS:
         os.environ.setdefault(var, "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
