@@ -105,9 +105,15 @@ class Notifier:
         return len(keys)
 
     async def close(self) -> None:
-        """Cancel in-flight deliveries (their rows stay pending) and close the client."""
+        """Cancel in-flight deliveries (their rows stay pending, their leases given up
+        so the next notify worker resumes them at once) and close the client."""
         for task in list(self._inflight.values()):
             task.cancel()
+        if self._callbacks is not None:
+            try:
+                await self._callbacks.release()
+            except Exception:  # noqa: BLE001 — the leases then expire by themselves
+                log.warning("notify: could not release callback leases on stop")
         if self._client is not None:
             await self._client.aclose()
 

@@ -336,7 +336,7 @@ async def _wait_terminal(run: Run) -> Optional[str]:
         await asyncio.sleep(0.5)
 
 
-async def _wait_callbacks(run: Run, timeout_s: float = 60.0) -> None:
+async def _wait_callbacks(run: Run, timeout_s: float = 150.0) -> None:
     """Wait (bounded) until every terminal expected version has a callback."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:

@@ -151,7 +151,7 @@ def test_drill_passes(drill_stack, name):
     started = time.monotonic()
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ragstream")), "drill", "--docs", "6", "--only", name,
-         "--stall", "90", "--timeout", "420"],
+         "--stall", "120", "--timeout", "420"],
         capture_output=True, text=True, env=env, timeout=560)
     took = time.monotonic() - started
     lines = proc.stdout.strip().splitlines()
