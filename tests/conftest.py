@@ -102,12 +102,8 @@ def worker(stack):
                              "RAGSTREAM_UPLOAD_SWEEP_INTERVAL_S": "3"})
     time.sleep(2)
     assert proc.poll() is None, "worker exited at start; see .ragstream-test/logs/worker.log"
-    SESSION_WORKERS.append(proc)
     yield proc
     stop_worker(proc)
-
-
-SESSION_WORKERS: list = []  # the session worker once started (tests/test_drill.py stops it)
 
 
 def pytest_collection_modifyitems(items):

@@ -128,14 +128,13 @@ DRILL_LINE = re.compile(r"^(?P<name>\S+)\s+passed=(?P<passed>true|false) ")
 
 
 @pytest.fixture
-def drill_stack(stack):
-    """The test stack with no session worker running: the drill's own workers must be
-    the only members of the stage groups, or its kills and redeploy would be moot."""
+def drill_stack(stack, worker):
+    """The test stack with the session worker stopped: the drill's own workers must be
+    the only members of the stage groups (and the only notify, with the drill's
+    allow-list), or its kills and redeploy would be moot.  The drills run last."""
     from devstack.worker_process import stop_worker
-    from tests.conftest import SESSION_WORKERS
 
-    for proc in SESSION_WORKERS:
-        stop_worker(proc)
+    stop_worker(worker)
     return stack
 
 
