@@ -22,6 +22,12 @@ import errno
 import socket
 from typing import Optional
 
+import asyncpg
+import httpx
+from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
 from stages.errors import DocumentError
 from stages.pool import StageTimeout, WorkerCrashed
 
@@ -41,41 +47,16 @@ _TRANSIENT_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, e
                      errno.ENETUNREACH, errno.EPIPE, errno.ETIMEDOUT}
 
 
-def _transient_types() -> tuple[type[BaseException], ...]:
+# every one a hard dependency (pyproject.toml): no optional imports
+TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
     # not OSError as a whole: "Is a directory" or "File name too long" never heal
-    types: list[type[BaseException]] = [ConnectionError, TimeoutError, socket.gaierror]
-    try:
-        import asyncpg
-
-        types += [asyncpg.exceptions.PostgresConnectionError, asyncpg.exceptions.InterfaceError,
-                  asyncpg.exceptions.TooManyConnectionsError,
-                  asyncpg.exceptions.CannotConnectNowError,
-                  asyncpg.exceptions.OperatorInterventionError]
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from botocore.exceptions import ConnectionError as BotoConnectionError
-        from botocore.exceptions import HTTPClientError
-
-        types += [BotoConnectionError, HTTPClientError]
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import httpx
-
-        types.append(httpx.TransportError)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
-
-        types += [KafkaConnectionError, KafkaTimeoutError]
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(types)
-
-
-TRANSIENT_TYPES = _transient_types()
+    ConnectionError, TimeoutError, socket.gaierror,
+    asyncpg.exceptions.PostgresConnectionError, asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.TooManyConnectionsError, asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.OperatorInterventionError,
+    BotoConnectionError, HTTPClientError, httpx.TransportError,
+    KafkaConnectionError, KafkaTimeoutError,
+)
 
 
 def classify(exc: BaseException) -> str:
@@ -91,24 +72,14 @@ def classify(exc: BaseException) -> str:
         return "transient"
     if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
         return "transient"
-    try:
-        from aiokafka.errors import KafkaError
-
-        if isinstance(exc, KafkaError) and getattr(exc, "retriable", False):
+    if isinstance(exc, KafkaError) and getattr(exc, "retriable", False):
+        return "transient"
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if status >= 500 or code in ("SlowDown", "ServiceUnavailable", "InternalError",
+                                     "RequestTimeout"):
             return "transient"
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from botocore.exceptions import ClientError
-
-        if isinstance(exc, ClientError):
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-            if status >= 500 or code in ("SlowDown", "ServiceUnavailable", "InternalError",
-                                         "RequestTimeout"):
-                return "transient"
-    except ImportError:  # pragma: no cover
-        pass
     text = f"{type(exc).__name__}: {exc}".lower()
     if any(t in text for t in _TRANSIENT_TEXT):
         return "transient"  # gRPC UNAVAILABLE (Milvus, Triton) and friends
@@ -156,7 +127,3 @@ class RetryState:
         if self.deadline_s is not None and self.elapsed() + delay > self.deadline_s:
             return None
         return delay
-
-    def timed_out(self) -> bool:
-        """True when the deadline (if any) has passed."""
-        return self.deadline_s is not None and self.elapsed() >= self.deadline_s
