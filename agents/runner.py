@@ -247,15 +247,12 @@ class _Runner:
             await self.finish(records[0], None, state, started)
             return
         if isinstance(error, _DeadlineExceeded):  # a dependency stayed away too long
-            for record in _one_per_version(records):
-                await self.finish(record, error, state, started)
+            for group in _by_version(records):
+                await self.finish(group[0], error, state, started)
             return
         log.warning("%s: batch of %d failed (%s); retrying per document", self.stage.name,
                     len(records), error)
-        by_version: dict[tuple[str, int], list] = {}
-        for r in records:
-            by_version.setdefault((r.document_id, r.version), []).append(r)
-        for group in by_version.values():
+        for group in _by_version(records):
             err, st = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),
                                          deadline=self.deadline)
             await self.finish(group[0], err, st, started)
@@ -265,11 +262,12 @@ class _DeadlineExceeded(DocumentError):
     """Transient errors lasted past the document deadline."""
 
 
-def _one_per_version(records: Sequence[Any]) -> list[Any]:
-    seen: dict[tuple[str, int], Any] = {}
+def _by_version(records: Sequence[Any]) -> list[list[Any]]:
+    """``records`` grouped by (document, version), in first-seen order."""
+    groups: dict[tuple[str, int], list[Any]] = {}
     for r in records:
-        seen.setdefault((r.document_id, r.version), r)
-    return list(seen.values())
+        groups.setdefault((r.document_id, r.version), []).append(r)
+    return list(groups.values())
 
 
 def reason_of(exc: BaseException, stage: str) -> str:
