@@ -100,7 +100,8 @@ def is_not_loaded(exc: BaseException) -> bool:
         exc.code == 101 or "call load()" in str(exc.message) or "not loaded" in str(exc.message).lower())
 
 
-def _quote(value: str) -> str:
+def quote_literal(value: str) -> str:
+    """A string as a Milvus expression literal: double-quoted, ``\\`` and ``"`` escaped."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -244,25 +245,25 @@ class VectorStore:
     def delete_versions_below_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete a document's chunks of every version lower than ``version``."""
         alias = alias_name(project)
-        flt = f"document_id == {_quote(document_id)} and version < {int(version)}"
+        flt = f"document_id == {quote_literal(document_id)} and version < {int(version)}"
         self._call("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     def delete_version_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete the chunks of one version of a document."""
         alias = self.ensure_collection_sync(project)
-        self.client.delete(alias, filter=f"document_id == {_quote(document_id)} and version == {int(version)}")
+        self.client.delete(alias, filter=f"document_id == {quote_literal(document_id)} and version == {int(version)}")
 
     def delete_document_sync(self, project: str, document_id: str) -> None:
         """Delete every chunk of a document."""
         alias = alias_name(project)
-        flt = f"document_id == {_quote(document_id)}"
+        flt = f"document_id == {quote_literal(document_id)}"
         self._call("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     # -- reads ------------------------------------------------------------------------
     def count_sync(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         """Number of chunks stored for a document (optionally one version)."""
         alias = alias_name(project)
-        flt = f"document_id == {_quote(document_id)}"
+        flt = f"document_id == {quote_literal(document_id)}"
         if version is not None:
             flt += f" and version == {int(version)}"
         res = self._call("count", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["count(*)"],
@@ -272,7 +273,7 @@ class VectorStore:
     def chunk_ids_sync(self, project: str, document_id: str) -> list[str]:
         """Every primary key stored for a document (for duplicate checks)."""
         alias = alias_name(project)
-        flt = f"document_id == {_quote(document_id)}"
+        flt = f"document_id == {quote_literal(document_id)}"
         res = self._call("query", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["chunk_id"],
                                                     limit=16384, timeout=self.timeout_s))
         return [r["chunk_id"] for r in res]

@@ -28,17 +28,50 @@ from streams.settings import Settings
 TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
+@dataclass(frozen=True)
+class SearchFilters:
+    """Optional narrowing of a project's search (all given filters must hold).
+
+    ``category``: the document's category (profile name); ``document_id``: one
+    document; ``page_from``/``page_to``: inclusive 1-based page range of a chunk's
+    first page (chunks of formats without pages have page 0 and are excluded by any
+    page filter).
+    """
+
+    category: str | None = None
+    document_id: str | None = None
+    page_from: int | None = None
+    page_to: int | None = None
+
+    def milvus_expr(self) -> str:
+        """The filters as a Milvus boolean expression ("" when none is set)."""
+        from adapters.vector_store import quote_literal
+
+        parts = []
+        if self.category is not None:
+            parts.append(f"category == {quote_literal(self.category)}")
+        if self.document_id is not None:
+            parts.append(f"document_id == {quote_literal(self.document_id)}")
+        if self.page_from is not None:
+            parts.append(f"page_number >= {int(self.page_from)}")
+        if self.page_to is not None:
+            parts.append(f"page_number <= {int(self.page_to)}")
+        return " and ".join(parts)
+
+
 @dataclass
 class SearchResult:
     """``hits`` best first (Milvus fields + ``score``: cross-encoder logit when
     ``reranked``, else RRF score; ``dense_score``: cosine); ``fallback_reason`` when
-    not reranked."""
+    not reranked; ``rankers``: which rankings ran, in order (e.g. ``["dense",
+    "lexical", "rrf"]`` or ``[..., "cross-encoder"]``)."""
 
     hits: list[dict[str, Any]]
     reranked: bool
     fallback_reason: str | None = None
     candidates: int = 0
     extra: dict = field(default_factory=dict)
+    rankers: list[str] = field(default_factory=list)
 
 
 def lexical_ranking(query: str, candidates: list[dict[str, Any]]) -> list[str]:
@@ -63,9 +96,11 @@ MAX_CANDIDATES = 1024
 
 
 async def current_candidates(vector: list[float], *, project: str, want: int,
-                             settings: Settings) -> list[dict[str, Any]]:
+                             settings: Settings, filters: SearchFilters | None = None
+                             ) -> list[dict[str, Any]]:
     """Up to ``want`` dense candidates (best first) that belong to their document's
-    current version (adapters/version_ledger.py ``current_versions``)."""
+    current version (adapters/version_ledger.py ``current_versions``) and pass
+    ``filters``."""
     from adapters.metadata import Metadata
 
     store = VectorStore(settings.milvus_uri)
@@ -73,7 +108,8 @@ async def current_candidates(vector: list[float], *, project: str, want: int,
     try:
         async with Metadata(settings.pg_dsn) as metadata:
             while True:
-                hits = await store.search(project, vector, k=limit)
+                hits = await store.search(project, vector, k=limit,
+                                          filter=filters.milvus_expr() if filters else "")
                 current = await metadata.ledger.current_versions(
                     sorted({h["document_id"] for h in hits}))
                 kept = [h for h in hits if current.get(h["document_id"]) == h["version"]]
@@ -110,15 +146,16 @@ async def embed_query(query: str, settings: Settings) -> tuple[Any, str]:
 
 
 async def search(query: str, *, project: str, k: int, settings: Settings,
-                 rerank_results: bool = True) -> SearchResult:
-    """Top-``k`` chunks for ``query`` in ``project`` (see the module docstring)."""
+                 rerank_results: bool = True, filters: SearchFilters | None = None) -> SearchResult:
+    """Top-``k`` chunks for ``query`` in ``project`` narrowed by ``filters`` (see the
+    module docstring)."""
     from adapters.reranker import TritonReranker, rerank
 
     vector, query_embedder = await embed_query(query, settings)
     candidates = await current_candidates(vector.tolist(), project=project,
-                                          want=max(4 * k, 20), settings=settings)
+                                          want=max(4 * k, 20), settings=settings, filters=filters)
     if not candidates:
-        return SearchResult([], False, "no candidates")
+        return SearchResult([], False, "no candidates", rankers=["dense"])
     by_id = {c["chunk_id"]: c for c in candidates}
     for c in candidates:
         c["dense_score"] = c["score"]
@@ -135,5 +172,6 @@ async def search(query: str, *, project: str, k: int, settings: Settings,
     hits = []
     for cid, score in zip(result.ids, result.scores):
         hits.append({**by_id[cid], "score": float(score)})
+    rankers = ["dense", "lexical"] + (["cross-encoder"] if result.reranked else ["rrf"])
     return SearchResult(hits, result.reranked, result.fallback_reason, len(candidates),
-                        {"query_embedder": query_embedder, "latency_s": result.latency_s})
+                        {"query_embedder": query_embedder, "latency_s": result.latency_s}, rankers)
