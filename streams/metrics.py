@@ -1,7 +1,8 @@
 """Prometheus metrics of the pipeline stages (one registry per process).
 
-Workers serve them on ``RAGSTREAM_METRICS_PORT`` (127.0.0.1; 0 = off); the Triton
-client's own metrics (``ragstream_triton_*``) are in the same registry.
+Workers serve them on ``RAGSTREAM_METRICS_HOST``:``RAGSTREAM_METRICS_PORT`` (127.0.0.1
+by default; port 0 = off); the Triton client's own metrics (``ragstream_triton_*``)
+are in the same registry.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ STAGE_SECONDS = Histogram("ragstream_stage_seconds", "Wall time of one stage cal
                           ["stage"], buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
 
 
-def serve_metrics(port: int) -> None:
-    """Serve /metrics on 127.0.0.1:``port`` from a background thread (0: do nothing)."""
+def serve_metrics(port: int, host: str = "127.0.0.1") -> None:
+    """Serve /metrics on ``host``:``port`` from a background thread (port 0: do nothing).
+    Raises OSError when the address is taken."""
     if port:
-        start_http_server(port, addr="127.0.0.1")
+        start_http_server(port, addr=host)

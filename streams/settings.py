@@ -84,8 +84,10 @@ class Settings(BaseSettings):
     reranker_model: str = "reranker"
     reranker_timeout_s: float = 2.0
 
-    # workers serve Prometheus /metrics on 127.0.0.1:metrics_port (0 = off)
+    # workers serve Prometheus /metrics on metrics_host:metrics_port (0 = off); a
+    # container sets metrics_host 0.0.0.0 so Prometheus and kubelet probes reach it
     metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
 
     # pipeline
     embed_max_batch: int = 64

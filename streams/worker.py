@@ -52,7 +52,7 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     settings = get_settings()
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions,
                               timeout_s=settings.broker_wait_s))
-    serve_metrics(settings.metrics_port)
+    serve_metrics(settings.metrics_port, settings.metrics_host)
     asyncio.set_event_loop(asyncio.new_event_loop())
     app = create_app(stage, settings)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
