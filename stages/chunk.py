@@ -14,8 +14,11 @@ counted with the embedder's own tokenizer (``stages.tokens.count_word_pieces``):
    the previous fixed size (DESIGN.md), which also bounds a chunk's stored text];
    a new chunk after 4/5 of it and sections under 1/6 of it combined (the ratios of
    the former 3000 / 2400 / 500 defaults).
-2. A chunk still over the limit is split further (``stages.split.split_text``: at
-   sentences, then words, then characters), each piece keeping the page and element
+2. Before that, an element longer than the soft maximum (4/5 of the size, or
+   ``fill`` × the limit in word pieces) is cut into elements of that size at
+   sentences, then words, then characters (``stages.split.split_text``), so a
+   section's title still joins its first piece.  A chunk still over the limit after
+   ``chunk_by_title`` is split the same way, each piece keeping the page and element
    types of the elements it came from.
 3. Every Table element becomes its own chunk(s) (``stages.table_split``): split by
    rows with the header row repeated, each piece's ``table_html`` holding only the
@@ -23,6 +26,7 @@ counted with the embedder's own tokenizer (``stages.tokens.count_word_pieces``):
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
@@ -97,6 +101,23 @@ def _runs(elements: list) -> Iterable[tuple[bool, list]]:
         yield False, run
 
 
+def _presplit(run: list, fits: Callable[[str], bool]) -> list:
+    """``run`` with every element whose text does not ``fit`` replaced by copies of
+    it (same type and metadata) holding its pieces, cut at sentences first
+    (``chunk_by_title`` would cut an oversized element at any white space)."""
+    out = []
+    for el in run:
+        text = el.text.strip()
+        if fits(text):
+            out.append(el)
+            continue
+        for piece in split_text(text, fits):
+            part = copy.deepcopy(el)
+            part.text = piece
+            out.append(part)
+    return out
+
+
 def _page(elements: list, default: int = 0) -> int:
     pages = [e.metadata.page_number for e in elements if e.metadata.page_number]
     return min(pages) if pages else default
@@ -164,6 +185,8 @@ def chunk_elements(element_dicts: list[dict[str, Any]], params: Optional[ChunkPa
                             "element_types": ["Table"], "table_html": p.html})
             continue
         sizes = char_sizes("\n\n".join(e.text for e in run), params, count)
+        target = int(params.max_tokens * params.fill)
+        run = _presplit(run, lambda s: len(s) <= sizes.new_after_n_chars and count(s) <= target)
         for ch in chunk_by_title(run, max_characters=sizes.max_characters,
                                  new_after_n_chars=sizes.new_after_n_chars,
                                  combine_text_under_n_chars=sizes.combine_text_under_n_chars,
