@@ -1,7 +1,8 @@
 """chunk stage: ``elements`` → ``chunks`` (one event per chunk).
 
-Chunks with ``chunk_by_title`` in the process pool, writes the processed output
-(the chunks as JSON) to ``processed/{project}/{document_id}/v{version}.json``,
+Chunks in the process pool (``stages.chunk``: ``chunk_by_title``, every chunk's embed
+text within the embedder's ``settings.embedder_max_tokens`` word pieces), writes the
+processed output (the chunks as JSON) to ``processed/{project}/{document_id}/v{version}.json``,
 then sends every chunk with its deterministic id.  A split PDF is chunked once,
 when the event of its last stored page range arrives; the ledger's ``chunk`` step
 keeps a second event that finds every range stored (ranges finishing together, a
@@ -15,7 +16,7 @@ from adapters.object_keys import elements_key, processed_key, work_prefix
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
-from stages.chunk import chunk_elements
+from stages.chunk import ChunkParams, chunk_elements
 from stages.errors import EmptyDocument
 from topics import ELEMENTS
 
@@ -56,7 +57,8 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
         raise EmptyDocument(f"no text in any of the {ready.page_count} pages"
                             if ready.parts > 1 else "no elements to chunk")
     store = await ctx.resources.store()
-    chunks = await ctx.resources.pool.run(chunk_elements, elements, timeout_s=CHUNK_TIMEOUT_S)
+    params = ChunkParams(max_tokens=ctx.settings.embedder_max_tokens)
+    chunks = await ctx.resources.pool.run(chunk_elements, elements, params, timeout_s=CHUNK_TIMEOUT_S)
     if not chunks:
         raise EmptyDocument(f"{len(elements)} elements but no text to chunk")
     total = len(chunks)

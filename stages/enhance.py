@@ -11,7 +11,10 @@ from typing import Optional
 
 from lxml import html as lxml_html
 
-MAX_RENDERED_CHARS = 6000
+
+def cell_text(cell) -> str:
+    """A ``<td>``/``<th>`` element's text, white space collapsed to single spaces."""
+    return " ".join(cell.text_content().split())
 
 
 def table_rows(table_html: str) -> list[list[str]]:
@@ -22,7 +25,7 @@ def table_rows(table_html: str) -> list[list[str]]:
         return []
     rows = []
     for tr in root.iter("tr"):
-        cells = [" ".join(c.text_content().split()) for c in tr if c.tag in ("td", "th")]
+        cells = [cell_text(c) for c in tr if c.tag in ("td", "th")]
         if any(cells):
             rows.append(cells)
     return rows
@@ -31,8 +34,9 @@ def table_rows(table_html: str) -> list[list[str]]:
 def render_table(table_html: str, fallback_text: str = "") -> str:
     """A plain-text rendering of a table for embedding.
 
-    ``Columns: a | b | c`` then ``a: 1; b: 2; c: 3`` per data row, capped at
-    6000 characters; the chunk's own text when the HTML has no rows.
+    ``Table. Columns: a | b | c`` then ``a: 1; b: 2; c: 3`` per data row, every row
+    (no length cut: the chunk stage splits a table whose rendering would not fit the
+    embedder, ``stages.table_split``); the chunk's own text when the HTML has no rows.
     """
     rows = table_rows(table_html)
     if not rows:
@@ -43,7 +47,7 @@ def render_table(table_html: str, fallback_text: str = "") -> str:
         pairs = [f"{h or f'col{i + 1}'}: {v}" for i, (h, v) in enumerate(zip(header, row)) if v]
         pairs += row[len(header):]
         lines.append("; ".join(pairs))
-    return "\n".join(lines)[:MAX_RENDERED_CHARS]
+    return "\n".join(lines)
 
 
 def embed_text_for(text: str, element_types: list[str], table_html: Optional[str]) -> str:

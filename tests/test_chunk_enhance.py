@@ -2,7 +2,7 @@
 from unstructured.documents.elements import ElementMetadata, NarrativeText, Table, Title
 from unstructured.staging.base import elements_to_dicts
 
-from stages.chunk import MAX_CHARACTERS, chunk_elements
+from stages.chunk import MAX_CHARACTERS, chunk_elements, over_limit
 from stages.enhance import embed_text_for, render_table
 
 TABLE_HTML = ("<table><tr><th>Plant</th><th>Uptime</th></tr><tr><td>North</td><td>99.2</td></tr>"
@@ -27,6 +27,7 @@ def test_chunks_keep_pages_types_and_tables_apart():
     table = chunks[1]
     assert table["element_types"] == ["Table"] and table["table_html"] == TABLE_HTML
     assert all(len(c["text"]) <= MAX_CHARACTERS for c in chunks)
+    assert not over_limit(chunks)  # every embed text within the embedder's 256 word pieces
     assert all(c["page_number"] == 3 for c in chunks[2:])
     assert sum("Pumps used energy." in c["text"] for c in chunks) >= 2  # long section split
 
