@@ -15,9 +15,11 @@ from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.auth import get_state, require_project
+from api.documents import DOC_ID_RE, NAME_RE
 from api.state import ApiState
 
 router = APIRouter(prefix="/v1", tags=["search"])
+MAX_PAGE = 1_000_000
 
 
 class SearchRequest(BaseModel):
@@ -28,12 +30,12 @@ class SearchRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4096, description="the question or keywords")
     k: int = Field(10, ge=1, le=100, description="hits to return")
     project: Optional[str] = Field(None, description="defaults to the key's project; another → 403")
-    category: Optional[str] = Field(None, min_length=1, max_length=64,
+    category: Optional[str] = Field(None, pattern=f"^{NAME_RE.pattern}$",
                                     description="only documents of this category")
-    document_id: Optional[str] = Field(None, min_length=1, max_length=128, description="only this document")
-    page_from: Optional[int] = Field(None, ge=1, description="first page (1-based, inclusive); "
+    document_id: Optional[str] = Field(None, pattern=f"^{DOC_ID_RE.pattern}$", description="only this document")
+    page_from: Optional[int] = Field(None, ge=1, le=MAX_PAGE, description="first page (1-based, inclusive); "
                                      "chunks without pages (page 0) are excluded by any page filter")
-    page_to: Optional[int] = Field(None, ge=1, description="last page (inclusive)")
+    page_to: Optional[int] = Field(None, ge=1, le=MAX_PAGE, description="last page (inclusive)")
 
     @model_validator(mode="after")
     def _pages(self) -> "SearchRequest":
