@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from api.auth import get_state, require_project
 from api.documents import router as documents_router
 from api.lag import stage_lag
+from api.search import router as search_router
 from api.sse import event_stream
 from api.state import ApiState
 from streams.settings import Settings, get_settings
@@ -54,8 +55,9 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
             await state.close()
 
     app = FastAPI(title="ragstream", version="0.1.0", lifespan=lifespan,
-                  description="Upload documents, follow their processing, get called back.")
+                  description="Upload documents, follow their processing, get called back, search.")
     app.include_router(documents_router)
+    app.include_router(search_router)
 
     @app.middleware("http")
     async def timing(request: Request, call_next):

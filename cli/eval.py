@@ -1,6 +1,8 @@
 """``ragstream eval ...``: quality measurements printed as figures.
 
     ragstream eval tables PDF TRUTH.csv   cell accuracy of recovered tables
+    ragstream eval retrieval QUESTIONS.jsonl -p PROJECT [-k 10] [--json]
+                                          recall@1/5/10 and MRR of search
 
 ``eval tables`` partitions the file with the same stage functions the agents run
 (normalize, then partition with the chosen profile/strategy), scores every Table
@@ -9,9 +11,18 @@ their top-left grid position, whitespace normalised, exact match), keeps the bes
 table, prints each mismatching cell and ends with the line
 ``cell_accuracy=<fraction>``.  A file that cannot be parsed prints
 ``error: <reason>`` on stderr and exits 1.
+
+``eval retrieval`` runs :func:`search.query.search` for every question of a JSONL
+question set against an ingested project and ranks each question's evidence in the
+hits (``search.evaluation``: same file name, evidence contained after NFC, case
+folding and whitespace collapsing).  It prints one line per question not found in the
+top 5, recall@5 per kind, and ends with ``recall@1=… recall@5=… recall@10=… mrr=…``.
+The corpus question set lives in ``bench/questions/corpus.jsonl``.
 """
 from __future__ import annotations
 
+import asyncio
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -70,6 +81,57 @@ def eval_tables_command(
         typer.echo(f"r{r}c{c}: expected {want!r} got {got!r}")
     typer.echo(f"{score.correct}/{score.total} cells exact")
     typer.echo(f"cell_accuracy={score.accuracy:.4f}")
+
+
+@eval_app.command("retrieval")
+def eval_retrieval_command(
+    questions: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
+                                     help="question set, JSON lines {question, file, evidence, kind}"),
+    project: str = typer.Option(..., "--project", "-p", help="the ingested project to search"),
+    k: int = typer.Option(10, "-k", min=1, max=100, help="hits per search (recall@n for n > k = recall@k)"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON line per question (rank, latency, top files)"),
+) -> None:
+    """Recall of search over a question set; last line ``recall@1=… recall@5=… recall@10=… mrr=…``.
+
+    Output (stdout): with ``--json`` one JSON object per question (its fields, ``rank``
+    1-based or null, ``latency_ms``, ``top_files``), otherwise one line per question not
+    found in the top 5 (``miss: <question> | file=<file> | best rank=<r or ->``); then
+    ``kind <kind>: recall@5=<fraction> (<found>/<count>)`` per kind, a latency line, and
+    the figures (4 decimals) last.  Exit 2 with ``error: …`` on stderr for a bad JSONL
+    line (its number is named) or a project without documents.
+    """
+    from search.evaluation import QuestionFileError, evaluate, figures, load_questions, project_document_count
+    from streams.settings import get_settings
+
+    try:
+        items = load_questions(questions)
+    except QuestionFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    settings = get_settings()
+
+    async def run():
+        if await project_document_count(project, settings) == 0:
+            return None
+        return await evaluate(items, project=project, k=k, settings=settings)
+
+    outcomes = asyncio.run(run())
+    if outcomes is None:
+        typer.echo(f"error: unknown project {project!r}: it has no documents (ingest them first)", err=True)
+        raise typer.Exit(code=2)
+    for o in outcomes:
+        if as_json:
+            typer.echo(json.dumps(o.as_json(), ensure_ascii=False))
+        elif o.rank is None or o.rank > 5:
+            typer.echo(f"miss: {o.question.question} | file={o.question.file} | "
+                       f"best rank={o.rank if o.rank is not None else '-'}")
+    result = figures(outcomes)
+    for kind, (found, total) in result.by_kind.items():
+        typer.echo(f"kind {kind}: recall@5={found / total:.4f} ({found}/{total})")
+    latencies = sorted(o.latency_ms for o in outcomes)
+    typer.echo(f"{result.n} questions, project {project}, k={k}; search latency median "
+               f"{latencies[len(latencies) // 2]:.0f} ms, max {latencies[-1]:.0f} ms")
+    typer.echo(result.last_line())
 
 
 if __name__ == "__main__":  # python -m cli.eval PDF TRUTH.csv

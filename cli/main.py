@@ -12,6 +12,7 @@ command group in this package.
     ragstream dlq list|redrive          dead letters                  cli/dlq.py
     ragstream partition FILE            elements of one file          cli/partition.py
     ragstream eval tables PDF TRUTH.csv table cell accuracy           cli/eval.py
+    ragstream eval retrieval Q -p P     search recall@k and MRR       cli/eval.py
     ragstream triton serve              Triton in the foreground      cli/triton.py
     ragstream drill                     fault drills                  cli/drill.py
     ragstream demo                      the whole thing on samples    cli/demo.py
@@ -55,7 +56,7 @@ def _mount() -> None:
         partition_command)
     app.add_typer(dev_app, name="dev")
     app.add_typer(triton_app, name="triton")
-    app.add_typer(eval_app, name="eval")  # ragstream eval tables PDF TRUTH.csv
+    app.add_typer(eval_app, name="eval")  # ragstream eval tables PDF TRUTH.csv / eval retrieval Q.jsonl -p P
     app.add_typer(profiles_app, name="profiles")  # ragstream profiles list|set|delete
     app.add_typer(dlq_app, name="dlq")  # ragstream dlq list|redrive
     app.add_typer(bench_app, name="bench")

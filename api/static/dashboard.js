@@ -1,6 +1,7 @@
 // ragstream dashboard: documents from GET /v1/documents, then live transitions from
 // the server-sent-event stream (read with fetch so the API key can travel in a
 // header), per-status counts and stage lag from GET /v1/stats every few seconds.
+// The search box posts to /v1/search and lists the hits.
 // The key comes from the URL fragment (#key=...) or the form, kept in sessionStorage.
 "use strict";
 (function () {
@@ -147,6 +148,45 @@
     }
   }
 
+  async function runSearch() {
+    const q = $("#searchq").value.trim();
+    const info = $("#searchinfo");
+    if (!q || !key) return;
+    const body = { query: q, k: Math.min(100, Math.max(1, parseInt($("#searchk").value, 10) || 10)) };
+    const doc = $("#searchdoc").value.trim();
+    if (doc) body.document_id = doc;
+    info.textContent = "searching…";
+    try {
+      const r = await fetch("/v1/search", {
+        method: "POST", headers: Object.assign({ "Content-Type": "application/json" }, headers()),
+        body: JSON.stringify(body) });
+      const res = await r.json();
+      if (!r.ok) { info.textContent = "error " + r.status + ": " + JSON.stringify(res.detail); return; }
+      renderHits(res);
+    } catch (e) { info.textContent = "error: " + e; }
+  }
+
+  function renderHits(res) {
+    const table = $("#hits");
+    const tbody = $("#hits tbody");
+    tbody.textContent = "";
+    res.hits.forEach((h, i) => {
+      const tr = el("tr");
+      tr.dataset.document = h.document_id;
+      tr.appendChild(el("td", "", i + 1));
+      tr.appendChild(el("td", "mono", h.score.toFixed(3)));
+      tr.appendChild(el("td", "", h.filename + " v" + h.version));
+      tr.appendChild(el("td", "", h.page_number || ""));
+      tr.appendChild(el("td", "mono", h.element_types.join(", ")));
+      const text = h.text.replace(/\s+/g, " ");
+      tr.appendChild(el("td", "hittext", text.length > 400 ? text.slice(0, 400) + "…" : text));
+      tbody.appendChild(tr);
+    });
+    table.hidden = false;
+    $("#searchinfo").textContent = res.hits.length + " hits in " + Math.round(res.latency_ms) + " ms, " +
+      res.rankers.join(" + ") + (res.reranked ? "" : " (not reranked: " + (res.fallback_reason || "?") + ")");
+  }
+
   async function start() {
     try {
       await loadDocuments();
@@ -174,5 +214,6 @@
     sessionStorage.setItem("ragstream-key", key);
     start();
   });
+  $("#searchform").addEventListener("submit", (ev) => { ev.preventDefault(); runSearch(); });
   if (key) start(); else $("#keyform").hidden = false;
 })();
