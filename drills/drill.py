@@ -91,15 +91,16 @@ class Run:
     async def ingest(self, paths: Sequence[Path]) -> dict[str, int]:
         """Upload ``paths`` like ``ragstream ingest`` does; returns {doc: version}."""
         from adapters.metadata import Metadata
+        from adapters.migrations import upgrade_head
         from adapters.object_store import ObjectStore
         from streams.ingest import ingest_file
         from streams.kafka_io import producer
 
         out = {}
+        await upgrade_head(self.settings.pg_dsn)
         async with ObjectStore(self.settings) as store, Metadata(self.settings.pg_dsn) as md, \
                 producer(self.settings.kafka_bootstrap) as prod:
             await store.ensure_bucket()
-            await md.migrate()
             for p in paths:
                 res = await ingest_file(p, project=self.project, category="default", store=store,
                                         metadata=md, producer=prod,
