@@ -1,4 +1,5 @@
-"""API keys per project, stored hashed in PostgreSQL (table ``api_keys``).
+"""API keys per project, stored hashed in PostgreSQL (table ``api_keys``, created by
+adapters/migrations/).
 
 A key looks like ``rsk_{key_id}.{secret}``: ``key_id`` (16 hex digits) is the row's
 primary key and is safe to show and log; ``secret`` is 32 random bytes
@@ -21,20 +22,6 @@ import asyncpg
 PREFIX = "rsk_"
 KEY_RE = re.compile(r"rsk_([0-9a-f]{16})\.([A-Za-z0-9_-]{20,100})")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    key_id       text PRIMARY KEY,
-    project      text NOT NULL,
-    key_hash     text NOT NULL,
-    name         text NOT NULL DEFAULT '',
-    created_at   timestamptz NOT NULL DEFAULT now(),
-    revoked_at   timestamptz,
-    last_used_at timestamptz
-);
-CREATE INDEX IF NOT EXISTS api_keys_project ON api_keys (project);
-"""
-
-
 def hash_key(key: str) -> str:
     """Hex SHA-256 of the full key string (what the table stores)."""
     return hashlib.sha256(key.encode()).hexdigest()
@@ -54,13 +41,6 @@ class ApiKeys:
 
     def __init__(self, pool: asyncpg.Pool):
         self.pool = pool
-
-    async def migrate(self) -> None:
-        """Create the table if missing (idempotent, serialised by an advisory lock)."""
-        async with self.pool.acquire() as conn:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(727002)")
-                await conn.execute(SCHEMA)
 
     async def create(self, project: str, name: str = "") -> CreatedKey:
         """Create a key for ``project``; returns it (the only time it exists in clear)."""

@@ -1,6 +1,6 @@
 """Completion callbacks: the outbox table, signing, the address guard and delivery.
 
-Tables (PostgreSQL, created by :meth:`Callbacks.migrate`):
+Tables (PostgreSQL, created by the revisions in adapters/migrations/):
 
 - ``project_secrets`` — one HMAC secret per project (created on first use, shown by
   ``ragstream apikey secret --project P``).
@@ -64,36 +64,6 @@ CALLBACKS_TOTAL = Counter("ragstream_callbacks_total",
                           "Callback outcomes by final state (delivered, refused, failed)", ["state"])
 CALLBACK_ATTEMPTS = Counter("ragstream_callback_attempts_total",
                             "Callback HTTP attempts by result (2xx, 4xx, 5xx, error)", ["result"])
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS project_secrets (
-    project         text PRIMARY KEY,
-    callback_secret text NOT NULL,
-    created_at      timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS callbacks (
-    idempotency_key text PRIMARY KEY,
-    document_id     text NOT NULL,
-    version         integer NOT NULL,
-    status          text NOT NULL,
-    project         text NOT NULL,
-    url             text NOT NULL,
-    body            bytea NOT NULL,
-    state           text NOT NULL DEFAULT 'pending',
-    attempts        integer NOT NULL DEFAULT 0,
-    last_code       integer,
-    reason          text,
-    next_attempt_at timestamptz NOT NULL DEFAULT now(),
-    lease_owner     text,
-    lease_until     timestamptz,
-    created_at      timestamptz NOT NULL DEFAULT now(),
-    updated_at      timestamptz NOT NULL DEFAULT now(),
-    delivered_at    timestamptz
-);
-CREATE INDEX IF NOT EXISTS callbacks_due ON callbacks (next_attempt_at) WHERE state = 'pending';
-CREATE INDEX IF NOT EXISTS callbacks_document ON callbacks (document_id);
-"""
-
 
 class CallbackRefused(Exception):
     """The callback's destination is not allowed; ``reason`` says why (permanent)."""
@@ -293,13 +263,6 @@ class Callbacks:
     def __init__(self, pool: asyncpg.Pool):
         self.pool = pool
         self.owner = uuid.uuid4().hex[:12]  # lease owner: this process
-
-    async def migrate(self) -> None:
-        """Create the tables if missing (idempotent, serialised by an advisory lock)."""
-        async with self.pool.acquire() as conn:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(727003)")
-                await conn.execute(SCHEMA)
 
     async def secret(self, project: str) -> str:
         """The project's HMAC secret, created (random 32 bytes, hex) on first use."""

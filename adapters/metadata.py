@@ -1,6 +1,6 @@
 """Metadata in PostgreSQL (asyncpg): document versions and the status projection.
 
-Tables (created by :func:`migrate`, idempotent):
+Tables (created and changed only by the revisions in adapters/migrations/):
 
 - ``document_versions`` — one row per uploaded version: the uploader's registry
   that turns "same document id, new bytes" into version n+1 and "same bytes" into
@@ -23,44 +23,8 @@ from typing import Any, Optional
 
 import asyncpg
 
-from adapters.version_ledger import SCHEMA as LEDGER_SCHEMA
 from adapters.version_ledger import VersionLedger
 from schemas import StatusEvent
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS document_versions (
-    document_id text NOT NULL,
-    version     integer NOT NULL,
-    project     text NOT NULL,
-    category    text NOT NULL,
-    filename    text NOT NULL,
-    sha256      text NOT NULL,
-    size        bigint NOT NULL,
-    raw_key     text NOT NULL,
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (document_id, version)
-);
-CREATE TABLE IF NOT EXISTS documents (
-    document_id  text PRIMARY KEY,
-    project      text NOT NULL,
-    filename     text NOT NULL DEFAULT '',
-    version      integer NOT NULL,
-    status       text NOT NULL,
-    seq          integer NOT NULL,
-    stage        text NOT NULL,
-    chunks_total integer NOT NULL DEFAULT 0,
-    chunks_done  integer NOT NULL DEFAULT 0,
-    pages        integer NOT NULL DEFAULT 0,
-    error        text,
-    callback_url text,
-    created_at   timestamptz NOT NULL DEFAULT now(),
-    updated_at   timestamptz NOT NULL
-);
-CREATE INDEX IF NOT EXISTS documents_project_status ON documents (project, status);
-ALTER TABLE document_versions ADD COLUMN IF NOT EXISTS queued_at timestamptz;
-ALTER TABLE document_versions ADD COLUMN IF NOT EXISTS callback_url text;
-ALTER TABLE document_versions ADD COLUMN IF NOT EXISTS content_type text;
-"""
 
 PROJECT_STATUS = """
 INSERT INTO documents AS d (document_id, project, filename, version, status, seq, stage,
@@ -120,14 +84,6 @@ class Metadata:
     def ledger(self) -> VersionLedger:
         """The delivery ledger over this pool (adapters/version_ledger.py)."""
         return VersionLedger(self.pool)
-
-    async def migrate(self) -> None:
-        """Create tables and indexes if missing (idempotent, safe to run concurrently)."""
-        async with self.pool.acquire() as conn:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(727001)")
-                await conn.execute(SCHEMA)
-                await conn.execute(LEDGER_SCHEMA)
 
     async def register_version(self, *, document_id: str, project: str, category: str,
                                filename: str, sha256: str, size: int, raw_key_for,

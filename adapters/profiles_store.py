@@ -1,7 +1,7 @@
 """Category profiles in PostgreSQL (asyncpg): a new category is a row, not a deploy.
 
-Table ``pipeline_profiles`` (created by ``ProfileStore.migrate``, idempotent), one row
-per category, one column per ``stages.profiles.Profile`` field:
+Table ``pipeline_profiles`` (created by the revisions in adapters/migrations/), one
+row per category, one column per ``stages.profiles.Profile`` field:
 
 =====================  ==================  ==========================================
 column                 type                meaning (see ``Profile``)
@@ -20,8 +20,9 @@ max_pages_per_task     integer             page-range size for large PDFs
 updated_at             timestamptz         last change
 =====================  ==================  ==========================================
 
-``migrate`` seeds the table from ``DEFAULT_PROFILES`` when it is empty (only then:
-an operator's edits and deletions are never overwritten).  ``load_profile(category)``
+``seed_defaults`` fills the table from ``DEFAULT_PROFILES`` when it is empty (only
+then: an operator's edits and deletions are never overwritten).  That is data, not
+schema, so it is not a migration: the defaults live in code and may change.  ``load_profile(category)``
 is what workers call: it caches each category for ``PROFILE_TTL_S`` seconds, so a
 ``ragstream profiles set`` reaches every worker within that time.
 """
@@ -34,29 +35,14 @@ from typing import Optional
 
 import asyncpg
 
-from stages.profiles import DEFAULT_PROFILES, STRATEGIES, Profile, get_profile
+from adapters.migrations import upgrade_head
+from stages.profiles import DEFAULT_PROFILES, Profile, get_profile
 
 log = logging.getLogger(__name__)
 
 PROFILE_TTL_S = 30.0   # how long load_profile trusts a cached row
 FALLBACK_CATEGORY = "default"
 
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS pipeline_profiles (
-    category              text PRIMARY KEY,
-    strategy              text NOT NULL CHECK (strategy IN ({", ".join(f"'{s}'" for s in STRATEGIES)})),
-    ocr_languages         text[] NOT NULL,
-    extract_tables        boolean NOT NULL,
-    extract_images        boolean NOT NULL,
-    convert_office_to_pdf boolean NOT NULL,
-    use_vlm               boolean NOT NULL,
-    filetypes             text[] NOT NULL,
-    max_size_bytes        bigint NOT NULL CHECK (max_size_bytes > 0),
-    timeout_s             double precision NOT NULL CHECK (timeout_s > 0),
-    max_pages_per_task    integer NOT NULL CHECK (max_pages_per_task > 0),
-    updated_at            timestamptz NOT NULL DEFAULT now()
-);
-"""
 COLUMNS = ("category", "strategy", "ocr_languages", "extract_tables", "extract_images",
            "convert_office_to_pdf", "use_vlm", "filetypes", "max_size_bytes", "timeout_s",
            "max_pages_per_task")
@@ -115,8 +101,9 @@ class ProfileStore:
             await self.pool.close()
             self.pool = None
 
-    async def migrate(self, seed: dict[str, Profile] | None = None) -> int:
-        """Create the table if missing and seed it when it is empty.
+    async def seed_defaults(self, seed: dict[str, Profile] | None = None) -> int:
+        """Seed the table when it is empty (the schema must be at head:
+        ``adapters.migrations.upgrade_head``).
 
         Args:
             seed: profiles to insert into an empty table (default ``DEFAULT_PROFILES``).
@@ -128,7 +115,6 @@ class ProfileStore:
         async with self.pool.acquire() as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(727002)")
-                await conn.execute(SCHEMA)
                 if await conn.fetchval("SELECT EXISTS (SELECT 1 FROM pipeline_profiles)"):
                     return 0
                 for name, profile in seed.items():
@@ -181,7 +167,7 @@ async def load_profile(category: str | None, dsn: str | None = None,
     """The profile for ``category`` from ``pipeline_profiles``, cached for ``ttl_s`` seconds.
 
     An unknown category gets the ``"default"`` row (as ``get_profile`` does).  The
-    first call in a process creates the table and seeds it if needed.
+    first call in a process upgrades the schema to head and seeds the table if empty.
 
     Args:
         category: the upload's category (None or "" means ``"default"``).
@@ -206,7 +192,8 @@ async def load_profile(category: str | None, dsn: str | None = None,
     try:
         store = ProfileStore(pool=await _pool(dsn))
         if dsn not in _migrated:
-            await store.migrate()
+            await upgrade_head(dsn)
+            await store.seed_defaults()
             _migrated.add(dsn)
         profile = await store.get(category)
         if profile is None and category != FALLBACK_CATEGORY:

@@ -2,7 +2,7 @@
 written synchronously, so stages can decide without waiting for the status
 projection (which lags the changelog).
 
-Tables (created by ``adapters.metadata.Metadata.migrate``):
+Tables (created by the revisions in adapters/migrations/):
 
 - ``version_outcomes`` — the ONE terminal outcome of a version, COMPLETED or FAILED:
   the first writer wins (``claim_outcome``), so a version never ends both ways and
@@ -24,34 +24,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import asyncpg
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS version_outcomes (
-    document_id text NOT NULL,
-    version     integer NOT NULL,
-    project     text NOT NULL,
-    outcome     text NOT NULL CHECK (outcome IN ('COMPLETED', 'FAILED')),
-    chunks      integer NOT NULL DEFAULT 0,
-    reason      text,
-    announced   boolean NOT NULL DEFAULT false,
-    at          timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (document_id, version)
-);
-CREATE TABLE IF NOT EXISTS document_deletions (
-    document_id   text PRIMARY KEY,
-    project       text NOT NULL,
-    up_to_version integer NOT NULL,
-    at            timestamptz NOT NULL DEFAULT now()
-);
-CREATE TABLE IF NOT EXISTS version_steps (
-    document_id text NOT NULL,
-    version     integer NOT NULL,
-    step        text NOT NULL,
-    at          timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (document_id, version, step)
-);
-"""
-
 
 @dataclass(frozen=True)
 class Outcome:

@@ -43,12 +43,10 @@ class Notifier:
         self._sem = asyncio.Semaphore(MAX_CONCURRENT)
 
     async def callbacks(self) -> Callbacks:
-        """The outbox over the worker's PostgreSQL pool (tables migrated once)."""
+        """The outbox over the worker's PostgreSQL pool (schema upgraded by ``resources.metadata``)."""
         if self._callbacks is None:
             metadata = await self.ctx.resources.metadata()
-            cb = Callbacks(metadata.pool)
-            await cb.migrate()
-            self._callbacks = cb
+            self._callbacks = Callbacks(metadata.pool)
         return self._callbacks
 
     def client(self):

@@ -14,19 +14,26 @@
   ``UNEXPECTED_ATTEMPTS`` times, then permanent.
 - ``asyncio.CancelledError`` (shutdown, rebalance) is never retried nor turned into
   a failure: it propagates, and the uncommitted event is redelivered.
+
+:func:`stage_retrying` states this policy in tenacity terms (``AsyncRetrying``: a
+retry predicate, exponential wait, a deadline stop and an unexpected-error count);
+the stage runner (agents/runner.py) runs every event's work under it.  tenacity is
+the one retry pattern of the code base (adapters, topics, drills use it too).
 """
 from __future__ import annotations
 
-import asyncio
 import errno
 import socket
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import asyncpg
 import httpx
 from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
+from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, stop_before_delay,
+                      stop_never, wait_exponential)
+from tenacity.stop import stop_base
 
 from stages.errors import DocumentError
 from stages.pool import StageTimeout, WorkerCrashed
@@ -92,38 +99,62 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def backoff_s(attempt: int) -> float:
-    """Delay before retry number ``attempt`` (1-based): 0.5 s doubling, capped at 30 s."""
+    """Delay before retry number ``attempt`` (1-based): 0.5 s doubling, capped at 30 s
+    (what :func:`stage_retrying`'s ``wait_exponential`` computes)."""
     return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * (2 ** max(0, attempt - 1)))
 
 
-class RetryState:
-    """Book-keeping of one event's attempts against its deadline.
+def _worth_retrying(exc: BaseException) -> bool:
+    """Transient or unexpected errors; never permanent ones, never CancelledError
+    (nor anything else that is not an Exception)."""
+    return isinstance(exc, Exception) and classify(exc) != "permanent"
 
-    ``deadline_s``: seconds from the first attempt after which a transient error
-    fails the document (None: never — the projection and notify stages).
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, Exception) and classify(exc) == "transient"
+
+
+class stop_after_unexpected(stop_base):  # noqa: N801 — named like tenacity's stops
+    """Stop at the ``attempts``-th unexpected error of one retry run (stateful: a
+    fresh instance per run, which :func:`stage_retrying` makes)."""
+
+    def __init__(self, attempts: int):
+        self.attempts = attempts
+        self.seen = 0
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        if classify(retry_state.outcome.exception()) == "unexpected":
+            self.seen += 1
+        return self.seen >= self.attempts
+
+
+def stage_retrying(deadline_s: Optional[float], *, transient_only: bool = False,
+                   before_sleep: Optional[Callable[[RetryCallState], Any]] = None
+                   ) -> AsyncRetrying:
+    """The retry policy for one event's work, as a fresh tenacity ``AsyncRetrying``.
+
+    Use as ``async for attempt in stage_retrying(...): with attempt: await work()``.
+
+    - retried: transient errors, and unexpected ones until the
+      ``UNEXPECTED_ATTEMPTS``-th (``transient_only``: transient errors only, for
+      ledger writes, dead letters and status events that must not be lost);
+    - wait before retry n (1-based): :func:`backoff_s` = 0.5 s doubling to 30 s;
+    - stop: when the next attempt would start past ``deadline_s`` seconds after the
+      first (``stop_before_delay``; None: never);
+    - what ends the run is re-raised as itself (``reraise``): a permanent error, the
+      last error at the deadline or at the unexpected limit, and CancelledError at
+      once (never retried).
+
+    Args:
+        deadline_s: seconds from the first attempt (None: no deadline).
+        transient_only: retry transient errors only, any other raises at once.
+        before_sleep: called with tenacity's ``RetryCallState`` before each wait
+            (``retry_state.upcoming_sleep`` seconds; logging, metrics).
     """
-
-    def __init__(self, deadline_s: Optional[float]):
-        self.deadline_s = deadline_s
-        self.started = asyncio.get_running_loop().time()
-        self.attempts = 0
-        self.unexpected = 0
-
-    def elapsed(self) -> float:
-        """Seconds since the first attempt."""
-        return asyncio.get_running_loop().time() - self.started
-
-    def next_delay(self, exc: BaseException) -> Optional[float]:
-        """Seconds to wait before the next attempt, or None when ``exc`` must fail
-        the event now (permanent, unexpected too often, or past the deadline)."""
-        kind = classify(exc)
-        if kind == "permanent":
-            return None
-        if kind == "unexpected":
-            self.unexpected += 1
-            if self.unexpected >= UNEXPECTED_ATTEMPTS:
-                return None
-        delay = backoff_s(self.attempts)
-        if self.deadline_s is not None and self.elapsed() + delay > self.deadline_s:
-            return None
-        return delay
+    stop: stop_base = stop_never if deadline_s is None else stop_before_delay(deadline_s)
+    if not transient_only:
+        stop = stop_after_unexpected(UNEXPECTED_ATTEMPTS) | stop
+    return AsyncRetrying(
+        retry=retry_if_exception(_transient if transient_only else _worth_retrying),
+        wait=wait_exponential(multiplier=BACKOFF_FIRST_S, exp_base=2, max=BACKOFF_MAX_S),
+        stop=stop, before_sleep=before_sleep, reraise=True)

@@ -20,17 +20,17 @@ so Faust never restarts an agent over one event and never skips an unfinished on
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional, Sequence
 
 import faust
+from tenacity import RetryCallState
 
 from agents.context import StageContext
 from agents.outcomes import announce, fail_version
-from agents.retry_policy import RetryState, classify
+from agents.retry_policy import classify, stage_retrying
 from schemas import DeadLetter
 from schemas.dead_letter import undecodable_dead_letter
 from schemas.decode import UndecodableRecord, decode_event
@@ -140,44 +140,41 @@ class _Runner:
     # -- retries --------------------------------------------------------------------
     async def forever(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call()`` retried while it fails transiently, without a deadline (ledger
-        writes, dead letters and status events must not be lost)."""
-        state = RetryState(None)
-        while True:
-            state.attempts += 1
-            try:
-                return await call()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                if classify(exc) != "transient":
-                    raise
-                delay = state.next_delay(exc) or 1.0
-                log.warning("%s: %s; retrying in %.1f s", self.stage.name, exc, delay)
-                await asyncio.sleep(delay)
+        writes, dead letters and status events must not be lost); any other error
+        raises at once."""
+        def log_retry(rs: RetryCallState) -> None:
+            log.warning("%s: %s; retrying in %.1f s", self.stage.name, rs.outcome.exception(),
+                        rs.upcoming_sleep)
+
+        async for attempt in stage_retrying(None, transient_only=True, before_sleep=log_retry):
+            with attempt:
+                result = await call()
+        return result
 
     async def attempt(self, call: Callable[[], Awaitable[None]], *, deadline: Optional[float]
-                      ) -> tuple[Optional[BaseException], RetryState]:
-        """Run ``call()`` under the retry policy; returns (None, state) on success,
-        (the error that ends it, state) otherwise."""
-        state = RetryState(deadline)
-        while True:
-            state.attempts += 1
-            try:
-                await call()
-                return None, state
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 — classified below
-                delay = state.next_delay(exc)
-                if delay is None:
-                    if classify(exc) == "transient":
-                        exc = _DeadlineExceeded(f"timeout after {state.elapsed():.0f} s "
-                                                f"(last error: {type(exc).__name__}: {exc})")
-                    return exc, state
-                STAGE_EVENTS.labels(self.stage.name, "retried").inc()
-                log.warning("%s: attempt %d failed (%s: %s); retrying in %.1f s",
-                            self.stage.name, state.attempts, type(exc).__name__, exc, delay)
-                await asyncio.sleep(delay)
+                      ) -> tuple[Optional[BaseException], int]:
+        """Run ``call()`` under the retry policy (agents/retry_policy.stage_retrying);
+        returns (None, attempts) on success, (the error that ends it, attempts)
+        otherwise: a transient error at the deadline becomes "timeout after N s".
+        CancelledError propagates."""
+        def log_retry(rs: RetryCallState) -> None:
+            exc = rs.outcome.exception()
+            STAGE_EVENTS.labels(self.stage.name, "retried").inc()
+            log.warning("%s: attempt %d failed (%s: %s); retrying in %.1f s",
+                        self.stage.name, rs.attempt_number, type(exc).__name__, exc, rs.upcoming_sleep)
+
+        retrying = stage_retrying(deadline, before_sleep=log_retry)
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    await call()
+        except Exception as exc:  # noqa: BLE001 — what ended the retries; CancelledError is not one
+            if classify(exc) == "transient":  # only the deadline stops a transient error
+                elapsed = retrying.statistics.get("delay_since_first_attempt", 0.0)
+                exc = _DeadlineExceeded(f"timeout after {elapsed:.0f} s "
+                                        f"(last error: {type(exc).__name__}: {exc})")
+            return exc, retrying.statistics.get("attempt_number", 1)
+        return None, retrying.statistics.get("attempt_number", 1)
 
     # -- one event ------------------------------------------------------------------
     async def handle_one(self, key: Optional[bytes], value: Optional[bytes]) -> None:
@@ -201,12 +198,13 @@ class _Runner:
         else:
             async def work() -> None:
                 await self.stage.work(self.ctx, record)
-        error, state = await self.attempt(work, deadline=self.deadline)
-        await self.finish(record, error, state, started)
+        error, attempts = await self.attempt(work, deadline=self.deadline)
+        await self.finish(record, error, attempts, started)
 
-    async def finish(self, record: Any, error: Optional[BaseException], state: RetryState,
+    async def finish(self, record: Any, error: Optional[BaseException], attempts: int,
                      started: float) -> None:
-        """Metrics for a success; the failure path for an error."""
+        """Metrics for a success; the failure path for an error (``attempts``: how
+        many times the work ran)."""
         if error is None:
             STAGE_EVENTS.labels(self.stage.name, "ok").inc()
             STAGE_SECONDS.labels(self.stage.name).observe(time.perf_counter() - started)
@@ -220,12 +218,12 @@ class _Runner:
             await self.forever(lambda: self.ctx.topics.dead_letters.send(
                 key=record.document_id, value=DeadLetter(
                     document_id=record.document_id, version=record.version, stage=self.stage.name,
-                    source_topic=self.stage.source.name, error=reason, attempts=state.attempts,
+                    source_topic=self.stage.source.name, error=reason, attempts=attempts,
                     payload=record.asdict(), at=time.time())))
             return
         await self.forever(lambda: fail_version(
             self.ctx, record, stage=self.stage.name, source_topic=self.stage.source.name,
-            error=reason, attempts=state.attempts, payload=record.asdict()))
+            error=reason, attempts=attempts, payload=record.asdict()))
 
     # -- a batch --------------------------------------------------------------------
     async def handle_batch(self, items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
@@ -241,21 +239,21 @@ class _Runner:
         records = [r for r in records if wanted[(r.document_id, r.version)]]
         if not records:
             return
-        error, state = await self.attempt(lambda: self.stage.work(self.ctx, records),
-                                          deadline=self.deadline)
+        error, attempts = await self.attempt(lambda: self.stage.work(self.ctx, records),
+                                             deadline=self.deadline)
         if error is None:
-            await self.finish(records[0], None, state, started)
+            await self.finish(records[0], None, attempts, started)
             return
         if isinstance(error, _DeadlineExceeded):  # a dependency stayed away too long
             for group in _by_version(records):
-                await self.finish(group[0], error, state, started)
+                await self.finish(group[0], error, attempts, started)
             return
         log.warning("%s: batch of %d failed (%s); retrying per document", self.stage.name,
                     len(records), error)
         for group in _by_version(records):
-            err, st = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),
-                                         deadline=self.deadline)
-            await self.finish(group[0], err, st, started)
+            err, n = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),
+                                        deadline=self.deadline)
+            await self.finish(group[0], err, n, started)
 
 
 class _DeadlineExceeded(DocumentError):

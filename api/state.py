@@ -7,6 +7,7 @@ from typing import Optional
 from adapters.api_keys import ApiKeys
 from adapters.callbacks import Callbacks
 from adapters.metadata import Metadata
+from adapters.migrations import upgrade_head
 from adapters.object_store import ObjectStore
 from adapters.vector_store import VectorStore
 from api.sse import StatusHub
@@ -29,19 +30,17 @@ class ApiState:
     _producer_ctx: object = field(default=None, repr=False)
 
     async def open(self) -> None:
-        """Connect every client and migrate tables.  Raises when a service is down
+        """Upgrade the schema to head (adapters/migrations) and connect every client.  Raises when a service is down
         (the process then fails to start, which is what a supervisor should see)."""
         s = self.settings
         self.store = ObjectStore(s)
         await self.store.__aenter__()
         await self.store.ensure_bucket()
+        await upgrade_head(s.pg_dsn)
         self.metadata = Metadata(s.pg_dsn)
         await self.metadata.__aenter__()
-        await self.metadata.migrate()
         self.keys = ApiKeys(self.metadata.pool)
-        await self.keys.migrate()
         self.callbacks = Callbacks(self.metadata.pool)
-        await self.callbacks.migrate()
         self._producer_ctx = producer(s.kafka_bootstrap)
         self.producer = await self._producer_ctx.__aenter__()
         self.hub = StatusHub(s.kafka_bootstrap)

@@ -39,11 +39,11 @@ async def _with_db(fn):
     from adapters.api_keys import ApiKeys
     from adapters.callbacks import Callbacks
     from adapters.metadata import Metadata
+    from adapters.migrations import upgrade_head
 
+    await upgrade_head(get_settings().pg_dsn)
     async with Metadata(get_settings().pg_dsn) as md:
         keys, callbacks = ApiKeys(md.pool), Callbacks(md.pool)
-        await keys.migrate()
-        await callbacks.migrate()
         return await fn(keys, callbacks)
 
 

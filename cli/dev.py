@@ -46,7 +46,8 @@ def up(
     service: Optional[list[str]] = typer.Argument(None, help="Services to start (default: all)."),
     timeout: float = typer.Option(120.0, help="Deadline for the whole stack, seconds."),
 ) -> None:
-    """Start the services that are not healthy yet and wait until all are."""
+    """Start the services that are not healthy yet and wait until all are; then
+    upgrade the database schema to head when PostgreSQL is among them."""
     t0 = time.monotonic()
     try:
         statuses = devstack.up(names=service or None, timeout_s=timeout)
@@ -54,6 +55,13 @@ def up(
         _console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1)
     _console.print(_table(statuses))
+    if "postgres" in statuses:
+        import asyncio
+
+        from adapters.migrations import upgrade_head
+
+        revision = asyncio.run(upgrade_head(get_settings().pg_dsn))
+        _console.print(f"database schema at revision {revision} (adapters/migrations)")
     _console.print(f"up in {time.monotonic() - t0:.1f}s")
 
 

@@ -14,6 +14,7 @@ command group in this package.
     ragstream eval tables PDF TRUTH.csv table cell accuracy           cli/eval.py
     ragstream eval retrieval Q -p P     search recall@k and MRR       cli/eval.py
     ragstream triton serve              Triton in the foreground      cli/triton.py
+    ragstream db upgrade|current        schema migrations (Alembic)   cli/db.py
     ragstream drill                     fault drills                  cli/drill.py
     ragstream demo                      the whole thing on samples    cli/demo.py
     ragstream bench ...                 benchmarks                    bench/cli.py
@@ -39,6 +40,7 @@ console = Console()
 def _mount() -> None:
     from bench.cli import bench_app
     from cli import api, demo, drill, ingest, search, worker
+    from cli.db import db_app
     from cli.dev import dev_app
     from cli.dlq import dlq_app
     from cli.eval import eval_app
@@ -55,6 +57,7 @@ def _mount() -> None:
     app.command("partition", help="Partition one file and print its elements as JSON lines.")(
         partition_command)
     app.add_typer(dev_app, name="dev")
+    app.add_typer(db_app, name="db")  # ragstream db upgrade|current|revision
     app.add_typer(triton_app, name="triton")
     app.add_typer(eval_app, name="eval")  # ragstream eval tables PDF TRUTH.csv / eval retrieval Q.jsonl -p P
     app.add_typer(profiles_app, name="profiles")  # ragstream profiles list|set|delete

@@ -36,11 +36,13 @@ def _csv(value: Optional[str]) -> Optional[list[str]]:
 
 
 async def _with_store(fn):
+    from adapters.migrations import upgrade_head
     from adapters.profiles_store import ProfileStore
     from streams.settings import get_settings
 
+    await upgrade_head(get_settings().pg_dsn)
     async with ProfileStore(get_settings().pg_dsn) as store:
-        await store.migrate()
+        await store.seed_defaults()
         return await fn(store)
 
 

@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 from rich.console import Console
 
 from adapters.metadata import Metadata
+from adapters.migrations import upgrade_head
 from adapters.object_store import ObjectStore
 from schemas import TERMINAL, DocumentStatus
 from streams.ingest import IngestResult, ingest_file
@@ -90,10 +91,10 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
     from topics.admin import ensure_topics  # in any start order: the topics may not exist yet
 
     await ensure_topics(settings.kafka_bootstrap, settings.topic_partitions, timeout_s=settings.broker_wait_s)
+    await upgrade_head(settings.pg_dsn)
     async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
             producer(settings.kafka_bootstrap) as prod:
         await store.ensure_bucket()
-        await metadata.migrate()
         for f in files:
             res = await ingest_file(f, project=project, category=category, store=store,
                                     metadata=metadata, producer=prod, document_id=document_id,
@@ -142,8 +143,8 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
                 continue
             console.print(transition_line(ev), highlight=False, soft_wrap=True)
         return
+    await upgrade_head(settings.pg_dsn)
     async with Metadata(settings.pg_dsn) as metadata:
-        await metadata.migrate()
         if document:
             row = await metadata.get_document(document)
             rows = [row] if row else []

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable, Optional, Sequence
 
+from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
+
 from drills import faults
 from drills.checks import (RESTART_STATUSES, STAGE_STATUSES, DrillResult, all_terminal,
                            evaluate, report_json, summary_line)
@@ -91,15 +93,16 @@ class Run:
     async def ingest(self, paths: Sequence[Path]) -> dict[str, int]:
         """Upload ``paths`` like ``ragstream ingest`` does; returns {doc: version}."""
         from adapters.metadata import Metadata
+        from adapters.migrations import upgrade_head
         from adapters.object_store import ObjectStore
         from streams.ingest import ingest_file
         from streams.kafka_io import producer
 
         out = {}
+        await upgrade_head(self.settings.pg_dsn)
         async with ObjectStore(self.settings) as store, Metadata(self.settings.pg_dsn) as md, \
                 producer(self.settings.kafka_bootstrap) as prod:
             await store.ensure_bucket()
-            await md.migrate()
             for p in paths:
                 res = await ingest_file(p, project=self.project, category="default", store=store,
                                         metadata=md, producer=prod,
@@ -269,14 +272,12 @@ async def _milvus_ids(settings: Settings, project: str) -> dict[str, set[str]]:
         finally:
             client.close()
 
-    for attempt in range(10):
-        try:
-            return await asyncio.to_thread(read)
-        except Exception:  # noqa: BLE001 — a restarted Milvus may take a moment
-            if attempt == 9:
-                raise
-            await asyncio.sleep(2.0)
-    return {}
+    # a restarted Milvus may take a moment: 10 tries, 2 s apart, then its error
+    async for attempt in AsyncRetrying(stop=stop_after_attempt(10), wait=wait_fixed(2.0),
+                                       reraise=True):
+        with attempt:
+            ids = await asyncio.to_thread(read)
+    return ids
 
 
 async def _processed_totals(settings: Settings, project: str,

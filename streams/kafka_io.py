@@ -54,7 +54,7 @@ async def tail_status(bootstrap: str, *, from_beginning: bool = True,
     await consumer.start()
     try:
         partitions: set = set()
-        while not partitions:
+        while not partitions:  # a poll for the topic's metadata, not a retry of an error
             await consumer.topics()  # a metadata refresh
             partitions = consumer.partitions_for_topic(STATUS.name) or set()
             if not partitions:

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any, Optional
 
 from adapters.metadata import Metadata
+from adapters.migrations import upgrade_head
 from adapters.object_store import ObjectStore
 from adapters.vector_store import VectorStore
 from stages.pool import BlockingPool
@@ -38,12 +39,12 @@ class Resources:
         return self._store
 
     async def metadata(self) -> Metadata:
-        """The PostgreSQL pool (schema migrated)."""
+        """The PostgreSQL pool (schema upgraded to head first: adapters/migrations)."""
         async with self._lock:
             if self._metadata is None:
+                await upgrade_head(self.settings.pg_dsn)
                 md = Metadata(self.settings.pg_dsn)
                 await md.__aenter__()
-                await md.migrate()
                 self._metadata = md
         return self._metadata
 

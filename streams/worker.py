@@ -89,6 +89,10 @@ def supervise(stages: Sequence[str], loglevel: str = "info") -> int:
     ``RESTART_BACKOFF_S[0]`` up to ``RESTART_BACKOFF_S[1]`` seconds (reset after a
     minute of healthy running).  On SIGTERM/SIGINT every child gets SIGTERM, and
     SIGKILL when still alive ``STOP_GRACE_EXTRA_S`` after its own shutdown watchdog.  Children inherit stdout/stderr.
+
+    Not tenacity (the code base's one retry pattern): this is one loop watching
+    many children at once, each with its own restart timer, that must stay
+    responsive to a signal; tenacity retries one call at a time and sleeps in it.
     """
     stopping = False
     children: dict[str, subprocess.Popen] = {}

@@ -78,6 +78,7 @@ def test_upload_retry_after_broker_loss_queues_the_version(stack, worker, tmp_pa
     from aiokafka import AIOKafkaProducer
 
     from adapters.metadata import Metadata
+    from adapters.migrations import upgrade_head
     from adapters.object_store import ObjectStore
     import devstack
     from streams import broker_quirks
@@ -92,8 +93,8 @@ def test_upload_retry_after_broker_loss_queues_the_version(stack, worker, tmp_pa
     devstack.up(lost, names=["broker"], timeout_s=60)
 
     async def scenario():
+        await upgrade_head(stack.pg_dsn)
         async with ObjectStore(stack) as store, Metadata(stack.pg_dsn) as md:
-            await md.migrate()
             prod = AIOKafkaProducer(bootstrap_servers=lost.kafka_bootstrap, request_timeout_ms=3000,
                                     **broker_quirks.producer_kwargs())
             await prod.start()
@@ -127,6 +128,7 @@ def test_upload_outbox_sweep_queues_an_abandoned_version(stack, worker, tmp_path
     """A version registered (raw object stored) whose uploader died before sending
     anything is queued by the normalize worker's sweep, without any retry."""
     from adapters.metadata import Metadata
+    from adapters.migrations import upgrade_head
     from adapters.object_keys import raw_key
     from adapters.object_store import ObjectStore, sha256_file
     from streams.ingest import default_document_id
@@ -135,8 +137,8 @@ def test_upload_outbox_sweep_queues_an_abandoned_version(stack, worker, tmp_path
     document_id = default_document_id(project, doc.name)
 
     async def register_only():
+        await upgrade_head(stack.pg_dsn)
         async with ObjectStore(stack) as store, Metadata(stack.pg_dsn) as md:
-            await md.migrate()
             alloc = await md.register_version(
                 document_id=document_id, project=project, category="default", filename=doc.name,
                 sha256=sha256_file(doc), size=doc.stat().st_size,

@@ -10,6 +10,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from adapters.migrations import upgrade_head
 from adapters.profiles_store import (ProfileStore, clear_profile_cache, close_profile_pools,
                                      load_profile)
 from stages.profiles import DEFAULT_PROFILES, Profile, get_profile
@@ -20,19 +21,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def fresh_table(stack):
-    """pipeline_profiles dropped before the test and re-seeded afterwards."""
-    async def drop():
+    """pipeline_profiles (schema at head) emptied before the test and re-seeded afterwards."""
+    async def empty():
+        await upgrade_head(stack.pg_dsn)
         conn = await asyncpg.connect(stack.pg_dsn)
         try:
-            await conn.execute("DROP TABLE IF EXISTS pipeline_profiles")
+            await conn.execute("DELETE FROM pipeline_profiles")
         finally:
             await conn.close()
 
-    run(drop())
+    run(empty())
     clear_profile_cache()
     yield stack.pg_dsn
-    run(drop())
-    run(_in_store(stack.pg_dsn, lambda s: s.migrate()))
+    run(empty())
+    run(_in_store(stack.pg_dsn, lambda s: s.seed_defaults()))
     clear_profile_cache()
 
 
@@ -41,12 +43,12 @@ async def _in_store(dsn, fn):
         return await fn(store)
 
 
-def test_migrate_seeds_defaults_once(fresh_table):
+def test_seed_defaults_once(fresh_table):
     dsn = fresh_table
 
     async def scenario(store):
-        first = await store.migrate()
-        again = await store.migrate()
+        first = await store.seed_defaults()
+        again = await store.seed_defaults()
         return first, again, await store.list()
 
     first, again, stored = run(_in_store(dsn, scenario))
@@ -54,17 +56,17 @@ def test_migrate_seeds_defaults_once(fresh_table):
     assert {p.name: p for p in stored} == DEFAULT_PROFILES
 
 
-def test_new_category_is_a_row_and_edits_survive_migrate(fresh_table):
+def test_new_category_is_a_row_and_edits_survive_seeding(fresh_table):
     dsn = fresh_table
     invoices = Profile(name="invoices", strategy="hi_res", ocr_languages=("eng", "deu"),
                        extract_images=False, use_vlm=False, filetypes={"pdf", "png"},
                        max_size_bytes=5 * 2**20, timeout_s=90.0, max_pages_per_task=8)
 
     async def scenario(store):
-        await store.migrate()
+        await store.seed_defaults()
         await store.put(invoices)
         await store.delete("legal")
-        await store.migrate()  # not empty: seeds nothing, keeps the deletion
+        await store.seed_defaults()  # not empty: seeds nothing, keeps the deletion
         return await store.get("invoices"), await store.get("legal"), await store.delete("legal")
 
     got, legal, deleted_twice = run(_in_store(dsn, scenario))
@@ -76,7 +78,7 @@ def test_load_profile_caches_and_falls_back(fresh_table):
 
     async def scenario():
         try:
-            unknown = await load_profile("no-such-category", dsn=dsn)  # migrates + seeds
+            unknown = await load_profile("no-such-category", dsn=dsn)  # upgrades + seeds
             async with ProfileStore(dsn) as store:
                 await store.put(Profile(name="reports", strategy="fast"))
             cached = await load_profile("reports", dsn=dsn)

@@ -1,0 +1,123 @@
+"""The stage retry policy as tenacity states it (agents/retry_policy.stage_retrying)
+and as the stage runner applies it: which errors are retried, the waits, the
+deadline, the unexpected-error limit, CancelledError.  No stack needed: the work
+functions raise the errors themselves."""
+from __future__ import annotations
+
+import asyncio
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from agents.retry_policy import BACKOFF_MAX_S, UNEXPECTED_ATTEMPTS, backoff_s, stage_retrying
+from stages.errors import DocumentError
+from tests.conftest import run
+
+
+class Flaky:
+    """Raises ``errors`` in turn, then returns ``"ok"``; counts calls."""
+
+    def __init__(self, *errors: BaseException):
+        self.errors, self.calls = list(errors), 0
+
+    async def __call__(self):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+async def _no_sleep(_seconds: float) -> None:
+    return None
+
+
+async def _run_policy(call, deadline_s=None, *, transient_only=False, sleep=_no_sleep):
+    """(result or the exception raised, the waits tenacity chose)."""
+    waits: list[float] = []
+    retrying = stage_retrying(deadline_s, transient_only=transient_only,
+                              before_sleep=lambda rs: waits.append(rs.upcoming_sleep))
+    retrying.sleep = sleep
+    try:
+        async for attempt in retrying:
+            with attempt:
+                result = await call()
+        return result, waits
+    except BaseException as exc:  # noqa: BLE001 — the test inspects it
+        return exc, waits
+
+
+def test_transient_errors_wait_with_doubling_backoff_capped():
+    flaky = Flaky(*[ConnectionRefusedError("connection refused")] * 9)
+    result, waits = run(_run_policy(flaky))
+    assert result == "ok" and flaky.calls == 10
+    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert waits == [backoff_s(n) for n in range(1, 10)] and max(waits) == BACKOFF_MAX_S
+
+
+def test_permanent_error_is_not_retried():
+    flaky = Flaky(DocumentError("encrypted PDF"))
+    result, waits = run(_run_policy(flaky))
+    assert isinstance(result, DocumentError) and flaky.calls == 1 and waits == []
+
+
+def test_unexpected_errors_fail_at_the_third():
+    flaky = Flaky(*[RuntimeError("bug")] * 5)
+    result, waits = run(_run_policy(flaky))
+    assert isinstance(result, RuntimeError) and flaky.calls == UNEXPECTED_ATTEMPTS == 3
+    assert waits == [0.5, 1.0]
+
+
+def test_cancelled_error_propagates_at_once():
+    flaky = Flaky(asyncio.CancelledError(), ConnectionError("x"))
+    result, waits = run(_run_policy(flaky))
+    assert isinstance(result, asyncio.CancelledError) and flaky.calls == 1 and waits == []
+
+
+def test_transient_only_raises_anything_else_at_once():
+    flaky = Flaky(ConnectionResetError("connection reset"), RuntimeError("bug"))
+    result, waits = run(_run_policy(flaky, transient_only=True))
+    assert isinstance(result, RuntimeError) and flaky.calls == 2 and waits == [0.5]
+
+
+def test_deadline_stops_before_an_attempt_past_it():
+    """Deadline 1.2 s: attempt 1 at 0 s, wait 0.5 s, attempt 2 at ~0.5 s; the next
+    wait (1 s) would start attempt 3 past the deadline, so it stops there."""
+    flaky = Flaky(*[TimeoutError("timed out")] * 10)
+    result, waits = run(_run_policy(flaky, 1.2, sleep=asyncio.sleep))
+    assert isinstance(result, TimeoutError) and flaky.calls == 2 and waits == [0.5]
+
+
+def _runner(deadline_s: float):
+    from agents.runner import Stage, _Runner
+    from topics import UPLOADS
+
+    async def work(_ctx, _record):
+        return None
+
+    ctx = SimpleNamespace(settings=SimpleNamespace(document_deadline_s=deadline_s))
+    return _Runner(ctx, Stage(name="t", source=UPLOADS, work=work))
+
+
+def test_runner_turns_a_transient_error_at_the_deadline_into_a_timeout():
+    from agents.runner import _DeadlineExceeded
+
+    runner = _runner(1.2)
+    flaky = Flaky(*[ConnectionRefusedError("connection refused")] * 10)
+    error, attempts = run(runner.attempt(flaky, deadline=runner.deadline))
+    assert isinstance(error, _DeadlineExceeded) and attempts == 2 == flaky.calls
+    assert re.fullmatch(r"timeout after \d+ s \(last error: ConnectionRefusedError: .*\)", error.reason)
+
+
+def test_runner_returns_success_and_attempts():
+    runner = _runner(60.0)
+    flaky = Flaky(ConnectionRefusedError("connection refused"))
+    error, attempts = run(runner.attempt(flaky, deadline=runner.deadline))
+    assert error is None and attempts == 2
+
+
+def test_runner_forever_returns_the_result_and_raises_non_transient():
+    runner = _runner(60.0)
+    assert run(runner.forever(Flaky(ConnectionRefusedError("connection refused")))) == "ok"
+    with pytest.raises(RuntimeError):
+        run(runner.forever(Flaky(RuntimeError("bug"))))
