@@ -81,14 +81,15 @@ class LagReader:
 
     def __init__(self, bootstrap: str, request_timeout_ms: int = 8000):
         self.bootstrap = bootstrap
-        self._admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap,
-                                          request_timeout_ms=request_timeout_ms)
-        # metadata and the Fetch rounds of broker_quirks.partition_heads
-        self._meta = broker_quirks.fetch_consumer(bootstrap)
+        self.request_timeout_ms = request_timeout_ms
 
     async def __aenter__(self) -> "LagReader":
+        self._admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap,
+                                          request_timeout_ms=self.request_timeout_ms)
         await self._admin.start()
         try:
+            # metadata, and the Fetch rounds of broker_quirks.partition_heads
+            self._meta = broker_quirks.fetch_consumer(self.bootstrap)
             await self._meta.start()
         except BaseException:
             await self._admin.close()
@@ -185,3 +186,38 @@ def by_stage(rows: Iterable[PartitionLag]) -> dict[str, dict[str, Any]]:
         if out[stage]["groups"]:
             out[stage]["lag"] = max(out[stage]["groups"].values())
     return out
+
+
+def install_lag_gauges(app: Any, stage: str, bootstrap: str, every_s: float) -> None:
+    """Refresh ``ragstream_consumer_lag`` and ``..._oldest_age_seconds`` (streams/
+    metrics.py) for ``stage``'s own group every ``every_s`` seconds, from a timer of
+    the Faust ``app`` (0: do nothing).  A failed read is logged and retried next time
+    with fresh clients; the gauges keep their last values meanwhile."""
+    import logging
+
+    from streams.metrics import CONSUMER_LAG, CONSUMER_LAG_AGE
+
+    if every_s <= 0:
+        return
+    log = logging.getLogger("ragstream.lag")
+    held: dict[str, LagReader] = {}
+    targets = stage_targets([stage])
+
+    @app.timer(interval=every_s, name=f"ragstream-lag-{stage}")
+    async def _refresh_lag() -> None:
+        try:
+            if "reader" not in held:
+                held["reader"] = await LagReader(bootstrap).__aenter__()
+            rows = await held["reader"].read(targets)
+        except Exception as exc:  # noqa: BLE001 — a broker blip must not stop the worker
+            log.warning("lag refresh for %s failed: %s: %s", stage, type(exc).__name__, exc)
+            reader = held.pop("reader", None)
+            if reader is not None:
+                try:
+                    await reader.__aexit__(None, None, None)
+                except Exception:  # noqa: BLE001
+                    pass
+            return
+        for r in rows:
+            CONSUMER_LAG.labels(stage, str(r.partition)).set(r.lag)
+            CONSUMER_LAG_AGE.labels(stage, str(r.partition)).set(r.oldest_age_s)
