@@ -48,7 +48,7 @@ def register(app: typer.Typer, console: Console) -> None:
             table.add_column(col, no_wrap=True, justify="left" if col in ("stage", "group", "topic")
                              else "right")
         for r in rows:
-            group = r.group if r.group_exists else f"{r.group} (none)"
+            group = r.group if r.group_exists else f"{r.group} (no commits)"
             table.add_row(r.stage, group, r.topic, str(r.partition),
                           "-" if r.committed is None else str(r.committed), str(r.end),
                           f"[bold red]{r.lag}[/]" if r.lag else "0",

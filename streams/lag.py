@@ -12,7 +12,10 @@ topic it consumes (topics/catalogue.py ``STAGE_TOPICS``), one row per partition:
 * ``lag`` = ``end - position`` (messages), where the position is the committed
   offset, or the first retained record's offset when nothing is committed;
 * ``oldest_age_s``: seconds since the timestamp of the record at the position (the
-  oldest record the group has not processed); 0 when the lag is 0.
+  oldest record the group has not processed); 0 when the lag is 0;
+* ``group_exists``: the broker lists the group (the embedded broker lists a group
+  only once it has committed an offset: a stage still on its first event shows
+  False).
 
 The same Fetch that gives the end offsets returns the record at the position, so
 one refresh is one ListGroups, one OffsetFetch per group and one Fetch round.
