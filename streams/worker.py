@@ -38,7 +38,7 @@ def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info", autoscale
     if len(chosen) == 1 and not autoscale:
         run_stage(chosen[0], loglevel)
         return 0
-    return supervise(chosen, loglevel)
+    return supervise(chosen, loglevel, autoscale=autoscale)
 
 
 def run_stage(stage: str, loglevel: str = "info") -> None:
