@@ -24,8 +24,19 @@ def e2e(corpus: Optional[Path] = typer.Option(None, exists=True, file_okay=False
 
 @bench_app.command("scale")
 def scale(pages: int = typer.Option(300, help="pages in the generated PDF"),
-          workers: int = typer.Option(2, help="partition worker processes")) -> None:
-    """A long PDF in page ranges across partition workers: pages/s and peak RSS each."""
+          workers: int = typer.Option(2, help="partition worker processes"),
+          autoscale: bool = typer.Option(False, "--autoscale",
+                                         help="instead: an embed backlog drained by 1 consumer, then "
+                                              "by `worker --autoscale` (docs/s, consumers over time)"),
+          docs: int = typer.Option(40, help="--autoscale: small text documents per run"),
+          target_s: float = typer.Option(5.0, help="--autoscale: target seconds of backlog")) -> None:
+    """A long PDF in page ranges across partition workers: pages/s and peak RSS each;
+    or, with --autoscale, docs/s with and without lag-driven embed consumers."""
+    if autoscale:
+        from bench.autoscale import bench_autoscale
+
+        bench_autoscale(docs, Console(), target_s=target_s)
+        return
     from bench.scale import bench_scale
 
     bench_scale(pages, workers, Console())

@@ -4,6 +4,7 @@ command group in this package.
     ragstream dev up|down|status        the embedded stack            cli/dev.py
     ragstream worker [--stages S,...]   run the stage workers         cli/worker.py
     ragstream topics                    create the catalogue's topics cli/worker.py
+    ragstream lag [--json]              consumer lag per partition    cli/lag.py
     ragstream ingest PATH...            upload, queue, follow         cli/ingest.py
     ragstream status [DOC] [--follow]   projection / live changelog   cli/ingest.py
     ragstream search "query"            top-k chunks                  cli/search.py
@@ -39,7 +40,7 @@ console = Console()
 
 def _mount() -> None:
     from bench.cli import bench_app
-    from cli import api, demo, drill, ingest, search, worker
+    from cli import api, demo, drill, ingest, lag, search, worker
     from cli.db import db_app
     from cli.dev import dev_app
     from cli.dlq import dlq_app
@@ -49,6 +50,7 @@ def _mount() -> None:
     from cli.triton import triton_app
 
     worker.register(app, console)
+    lag.register(app, console)
     ingest.register(app, console)
     search.register(app, console)
     api.register(app)  # ragstream api, ragstream apikey

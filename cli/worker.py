@@ -16,14 +16,18 @@ def register(app: typer.Typer, console: Console) -> None:
 
     @app.command()
     def worker(stages: str = typer.Option("all", help="comma-separated stages, or 'all'"),
-               loglevel: str = typer.Option("warning")) -> None:
+               loglevel: str = typer.Option("warning"),
+               autoscale: bool = typer.Option(False, "--autoscale",
+                                              help="add/remove consumer processes per stage from its lag "
+                                                   "(RAGSTREAM_AUTOSCALE_* settings)")) -> None:
         """Run stage workers: one stage in this process (its consumer group
-        ``ragstream-<stage>``), or several/all as one supervised process per stage."""
+        ``ragstream-<stage>``), or several/all as one supervised process per stage;
+        with ``--autoscale`` each stage runs as many processes as its lag calls for."""
         from streams.app import STAGES
         from streams.worker import run_worker
 
         chosen = list(STAGES) if stages == "all" else [s.strip() for s in stages.split(",") if s.strip()]
-        raise typer.Exit(run_worker(chosen, loglevel=loglevel))
+        raise typer.Exit(run_worker(chosen, loglevel=loglevel, autoscale=autoscale))
 
     @app.command()
     def topics() -> None:

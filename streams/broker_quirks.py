@@ -65,7 +65,8 @@ does not stall the group.
 from __future__ import annotations
 
 import os
-from typing import Sequence, Any, Optional
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
 
 from streams.settings import Settings, get_settings
 
@@ -128,6 +129,92 @@ def producer_kwargs() -> dict[str, Any]:
     return kwargs
 
 
+FETCH_BYTES = 64 * 1024  # per partition and Fetch: one record, not a backlog
+
+
+def fetch_consumer(bootstrap: str):
+    """An unstarted aiokafka consumer (no group) for :func:`partition_heads`: short
+    fetch waits, small fetches."""
+    import uuid
+
+    from aiokafka import AIOKafkaConsumer
+
+    return AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                            enable_auto_commit=False, fetch_max_wait_ms=50,
+                            max_partition_fetch_bytes=FETCH_BYTES, auto_offset_reset="earliest",
+                            client_id=f"ragstream-ends-{uuid.uuid4().hex[:8]}")
+
+
+@dataclass(frozen=True)
+class PartitionHead:
+    """What one Fetch at a position tells: ``end`` (next offset to be written), and
+    the first record at or after the position: its ``offset`` and ``timestamp_ms``
+    (milliseconds since the epoch), both None when there is none."""
+
+    end: int
+    offset: Optional[int] = None
+    timestamp_ms: Optional[int] = None
+
+
+async def partition_heads(bootstrap: str, positions: Mapping[Any, Optional[int]],
+                          consumer: Any = None) -> dict[Any, PartitionHead]:
+    """Fetch each ``TopicPartition`` at its position (None: the earliest retained
+    record) and return its :class:`PartitionHead`.
+
+    The end offset is the Fetch high watermark with quirks on (quirk 5), else
+    ListOffsets.  ``consumer``: a started :func:`fetch_consumer` to reuse (its
+    assignment is replaced); default: one made for this call.  Raises
+    ``TimeoutError`` when the broker does not answer every partition within
+    ``END_OFFSETS_TIMEOUT_S`` seconds.
+    """
+    import asyncio
+
+    from aiokafka.errors import RecordTooLargeError
+
+    own = consumer is None
+    if own:
+        consumer = fetch_consumer(bootstrap)
+        await consumer.start()
+    try:
+        parts = list(positions)
+        if not parts:
+            return {}
+        consumer.assign(parts)
+        for tp in parts:
+            if positions[tp] is None:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, positions[tp])
+        first: dict[Any, Any] = {}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + END_OFFSETS_TIMEOUT_S
+
+        # done: a record came back, or the position reached the high watermark (a
+        # Fetch may answer a partition empty while it holds records: not done)
+        while waiting := [tp for tp in parts if tp not in first]:
+            if loop.time() > deadline:
+                raise TimeoutError(f"no fetch answer for {waiting} in {END_OFFSETS_TIMEOUT_S:g} s")
+            try:
+                batches = await consumer.getmany(*waiting, timeout_ms=200)
+            except RecordTooLargeError:  # a record over FETCH_BYTES: its timestamp stays unknown
+                batches = {tp: None for tp in waiting if consumer.highwater(tp) is not None}
+            for tp in waiting:
+                if tp in batches:
+                    first[tp] = batches[tp][0] if batches[tp] else None
+                elif (hw := consumer.highwater(tp)) is not None and await consumer.position(tp) >= hw:
+                    first[tp] = None
+        ends = {tp: int(consumer.highwater(tp)) for tp in parts}
+        if not quirks_enabled():
+            ends = dict(await consumer.end_offsets(parts))
+        return {tp: PartitionHead(ends[tp],
+                                  first[tp].offset if first.get(tp) is not None else None,
+                                  first[tp].timestamp if first.get(tp) is not None else None)
+                for tp in parts}
+    finally:
+        if own:
+            await consumer.stop()
+
+
 async def end_offsets(bootstrap: str, partitions: Sequence[Any]) -> dict[Any, int]:
     """End offset (next offset to be written) of each ``TopicPartition``.
 
@@ -136,34 +223,8 @@ async def end_offsets(bootstrap: str, partitions: Sequence[Any]) -> dict[Any, in
     Raises ``TimeoutError`` when the broker does not answer every partition within
     ``END_OFFSETS_TIMEOUT_S`` seconds.
     """
-    import asyncio
-    import uuid
-
-    from aiokafka import AIOKafkaConsumer
-
-    parts = list(partitions)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=50,
-                                max_partition_fetch_bytes=1024,
-                                client_id=f"ragstream-ends-{uuid.uuid4().hex[:8]}")
-    await consumer.start()
-    try:
-        if not parts:
-            return {}
-        if not quirks_enabled():
-            return await consumer.end_offsets(parts)
-        consumer.assign(parts)
-        await consumer.seek_to_beginning(*parts)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + END_OFFSETS_TIMEOUT_S
-        while any(consumer.highwater(tp) is None for tp in parts):
-            if loop.time() > deadline:
-                raise TimeoutError(f"no fetch answer for {parts} in {END_OFFSETS_TIMEOUT_S:g} s")
-            waiting = [tp for tp in parts if consumer.highwater(tp) is None]
-            await consumer.getmany(*waiting, timeout_ms=200, max_records=1)
-        return {tp: int(consumer.highwater(tp)) for tp in parts}
-    finally:
-        await consumer.stop()
+    heads = await partition_heads(bootstrap, {tp: None for tp in partitions})
+    return {tp: h.end for tp, h in heads.items()}
 
 
 END_OFFSETS_TIMEOUT_S = 30.0

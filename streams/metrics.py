@@ -6,13 +6,21 @@ are in the same registry.
 """
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 STAGE_EVENTS = Counter("ragstream_stage_events_total",
                        "Events (or batches) handled per stage, by outcome (ok / failed / retried)",
                        ["stage", "outcome"])
 STAGE_SECONDS = Histogram("ragstream_stage_seconds", "Wall time of one stage call, in seconds",
                           ["stage"], buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300))
+
+# refreshed by each stage worker's lag task (streams/lag.py install_lag_gauges)
+CONSUMER_LAG = Gauge("ragstream_consumer_lag",
+                     "Messages on the stage's input topic partition not yet committed by its group",
+                     ["stage", "partition"])
+CONSUMER_LAG_AGE = Gauge("ragstream_consumer_lag_oldest_age_seconds",
+                         "Age in seconds of the oldest record the stage's group has not processed "
+                         "(0 when the lag is 0)", ["stage", "partition"])
 
 
 def serve_metrics(port: int, host: str = "127.0.0.1") -> None:

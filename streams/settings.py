@@ -88,6 +88,23 @@ class Settings(BaseSettings):
     # container sets metrics_host 0.0.0.0 so Prometheus and kubelet probes reach it
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
+    # each stage worker refreshes its consumer-lag gauges (streams/lag.py) this often
+    # (seconds; 0 = off)
+    lag_refresh_s: float = 5.0
+
+    # ``ragstream worker --autoscale`` (streams/autoscale.py): consumers per stage
+    # within "stage=min:max,..." (stages not named: autoscale_min..autoscale_max),
+    # never above the topic's partition count; the backlog a stage should clear in
+    # autoscale_target_s seconds at its measured rate; lag read every
+    # autoscale_interval_s; no further change within autoscale_up_cooldown_s of a
+    # change; a stage scales down once it wanted fewer for autoscale_cooldown_s
+    autoscale_limits: str = "partition=1:4,embed=1:4"
+    autoscale_min: int = 1
+    autoscale_max: int = 1
+    autoscale_target_s: float = 30.0
+    autoscale_interval_s: float = 5.0
+    autoscale_up_cooldown_s: float = 20.0
+    autoscale_cooldown_s: float = 60.0
 
     # pipeline
     embed_max_batch: int = 64

@@ -28,22 +28,24 @@ STOP_GRACE_EXTRA_S = 5.0  # a child still alive this long after its own watchdog
 RESTART_BACKOFF_S = (1.0, 30.0)  # first and largest delay before restarting a dead child
 
 
-def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info") -> int:
-    """Run ``stages``: one stage in this process, several as supervised children.
+def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info", autoscale: bool = False) -> int:
+    """Run ``stages``: one stage in this process, several (or any with ``autoscale``)
+    as supervised children.
 
     Returns the exit code (0 after a requested stop).  Raises UnknownStage.
     """
     chosen = check_stages(stages)
-    if len(chosen) == 1:
+    if len(chosen) == 1 and not autoscale:
         run_stage(chosen[0], loglevel)
         return 0
-    return supervise(chosen, loglevel)
+    return supervise(chosen, loglevel, autoscale=autoscale)
 
 
 def run_stage(stage: str, loglevel: str = "info") -> None:
     """Create the topics if missing, then run one stage's Faust worker until SIGTERM."""
     import faust
 
+    from streams.lag import install_lag_gauges
     from streams.metrics import serve_metrics
     from topics.admin import ensure_topics
 
@@ -55,6 +57,8 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     serve_metrics(settings.metrics_port, settings.metrics_host)
     asyncio.set_event_loop(asyncio.new_event_loop())
     app = create_app(stage, settings)
+    # the stage's own lag as Prometheus gauges, beside its other metrics
+    install_lag_gauges(app, stage, settings.kafka_bootstrap, settings.lag_refresh_s)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     print(f"ragstream worker: stage {stage}; consumer group {app.conf.id}; "
           f"broker {settings.kafka_bootstrap}", file=sys.stderr, flush=True)
@@ -69,10 +73,11 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     worker.execute_from_commandline()
 
 
-def stage_metrics_port(base: int, stage: str) -> int:
-    """The /metrics port of ``stage``'s child under a supervisor whose settings say
-    ``metrics_port=base``: ``base + position of the stage in STAGES`` (0 stays off)."""
-    return base + STAGES.index(stage) if base else 0
+def stage_metrics_port(base: int, stage: str, replica: int = 0) -> int:
+    """The /metrics port of ``stage``'s child number ``replica`` (0 = the first) under
+    a supervisor whose settings say ``metrics_port=base``:
+    ``base + position of the stage in STAGES + replica * len(STAGES)`` (0 stays off)."""
+    return base + STAGES.index(stage) + replica * len(STAGES) if base else 0
 
 
 def _child_command(stage: str, loglevel: str) -> list[str]:
@@ -82,23 +87,37 @@ def _child_command(stage: str, loglevel: str) -> list[str]:
     return [*cmd, "worker", "--stages", stage, "--loglevel", loglevel]
 
 
-def supervise(stages: Sequence[str], loglevel: str = "info") -> int:
-    """Run one child process per stage until SIGTERM/SIGINT; restart dead children.
+def _say(text: str) -> None:
+    print(f"ragstream worker: {text}", file=sys.stderr, flush=True)
 
-    A child that exits on its own is restarted after a backoff that doubles from
+
+def supervise(stages: Sequence[str], loglevel: str = "info", autoscale: bool = False) -> int:
+    """Run child processes per stage until SIGTERM/SIGINT; restart dead children.
+
+    One child per stage, or with ``autoscale`` as many as the stage's
+    :class:`streams.autoscale.StageScaler` wants (lag read every
+    ``autoscale_interval_s``; each decision is logged on stderr).  Every child of a
+    stage is ``ragstream worker --stages S`` in group ``ragstream-S``.  A child that
+    exits on its own is restarted after a backoff that doubles from
     ``RESTART_BACKOFF_S[0]`` up to ``RESTART_BACKOFF_S[1]`` seconds (reset after a
-    minute of healthy running).  On SIGTERM/SIGINT every child gets SIGTERM, and
-    SIGKILL when still alive ``STOP_GRACE_EXTRA_S`` after its own shutdown watchdog.  Children inherit stdout/stderr.
+    minute of healthy running); a child scaled away gets SIGTERM and is not
+    restarted.  On SIGTERM/SIGINT every child gets SIGTERM, and SIGKILL when still
+    alive ``STOP_GRACE_EXTRA_S`` after its own shutdown watchdog.  Children inherit
+    stdout/stderr.
 
     Not tenacity (the code base's one retry pattern): this is one loop watching
     many children at once, each with its own restart timer, that must stay
     responsive to a signal; tenacity retries one call at a time and sleeps in it.
     """
     stopping = False
-    children: dict[str, subprocess.Popen] = {}
-    started: dict[str, float] = {}
-    backoff: dict[str, float] = {s: RESTART_BACKOFF_S[0] for s in stages}
-    due: dict[str, float] = {}
+    Slot = tuple[str, int]  # (stage, replica)
+    children: dict[Slot, subprocess.Popen] = {}
+    started: dict[Slot, float] = {}
+    backoff: dict[Slot, float] = {}
+    due: dict[Slot, float] = {}
+    retiring: list[tuple[subprocess.Popen, float]] = []  # (child, SIGKILL after)
+    settings = get_settings()
+    grace_s = settings.shutdown_grace_s + STOP_GRACE_EXTRA_S
 
     def _stop(signum, _frame) -> None:
         nonlocal stopping
@@ -106,39 +125,75 @@ def supervise(stages: Sequence[str], loglevel: str = "info") -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    print(f"ragstream worker: stages {', '.join(stages)}, one process each "
-          f"(consumer groups ragstream-<stage>)", file=sys.stderr, flush=True)
+    _say(f"stages {', '.join(stages)}, " + ("autoscaled on lag" if autoscale else "one process each")
+         + " (consumer groups ragstream-<stage>)")
 
-    base_port = get_settings().metrics_port
+    def _start(slot: Slot) -> None:
+        stage, replica = slot
+        env = {**os.environ,
+               "RAGSTREAM_METRICS_PORT": str(stage_metrics_port(settings.metrics_port, stage, replica))}
+        children[slot] = subprocess.Popen(_child_command(stage, loglevel), env=env)
+        started[slot] = time.monotonic()
+        backoff.setdefault(slot, RESTART_BACKOFF_S[0])
 
-    def _start(stage: str) -> None:
-        env = {**os.environ, "RAGSTREAM_METRICS_PORT": str(stage_metrics_port(base_port, stage))}
-        children[stage] = subprocess.Popen(_child_command(stage, loglevel), env=env)
-        started[stage] = time.monotonic()
+    def _retire(slot: Slot) -> None:
+        proc = children.pop(slot)
+        due.pop(slot, None)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            retiring.append((proc, time.monotonic() + grace_s))
 
+    poller, scalers = None, {}
+    if autoscale:
+        from streams.autoscale import LagPoller, scalers as make_scalers
+
+        scalers = make_scalers(stages, settings)
+        poller = LagPoller(settings.kafka_bootstrap, stages, settings.autoscale_interval_s)
+        poller.start()
+        for sc in scalers.values():
+            sc.last_change = time.monotonic()  # the first consumers are only starting
+            _say(f"autoscale {sc.stage}: {sc.current} consumer(s), bounds {sc.min_n}..{sc.max_n}")
     for stage in stages:
-        _start(stage)
+        for replica in range(scalers[stage].current if autoscale else 1):
+            _start((stage, replica))
     while not stopping:
         time.sleep(0.2)
         now = time.monotonic()
-        for stage, proc in list(children.items()):
+        if poller is not None:
+            for stage, reading in poller.latest().items():
+                sc = scalers[stage]
+                before = sc.current
+                want, why = sc.observe(reading.at, reading.lag, reading.processed, reading.partitions)
+                if want != before:
+                    _say(f"autoscale {stage}: {before} -> {want} consumer(s) ({why})")
+                    for replica in range(before, want):
+                        _start((stage, replica))
+                    for replica in range(before - 1, want - 1, -1):
+                        _retire((stage, replica))
+        for slot, proc in list(children.items()):
             if proc.poll() is None:
-                if now - started[stage] > 60:
-                    backoff[stage] = RESTART_BACKOFF_S[0]
+                if now - started[slot] > 60:
+                    backoff[slot] = RESTART_BACKOFF_S[0]
                 continue
-            if stage not in due:
-                print(f"ragstream worker: {stage} exited with {proc.returncode}; restarting in "
-                      f"{backoff[stage]:.0f} s", file=sys.stderr, flush=True)
-                due[stage] = now + backoff[stage]
-                backoff[stage] = min(backoff[stage] * 2, RESTART_BACKOFF_S[1])
-            elif now >= due[stage] and not stopping:
-                del due[stage]
-                _start(stage)
-    for proc in children.values():
+            if slot not in due:
+                _say(f"{slot[0]} exited with {proc.returncode}; restarting in {backoff[slot]:.0f} s")
+                due[slot] = now + backoff[slot]
+                backoff[slot] = min(backoff[slot] * 2, RESTART_BACKOFF_S[1])
+            elif now >= due[slot] and not stopping:
+                del due[slot]
+                _start(slot)
+        for proc, kill_at in list(retiring):
+            if proc.poll() is not None:
+                retiring.remove((proc, kill_at))
+            elif now > kill_at:
+                proc.kill()
+    if poller is not None:
+        poller.stop()
+    for proc in [*children.values(), *(p for p, _ in retiring)]:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + get_settings().shutdown_grace_s + STOP_GRACE_EXTRA_S
-    for proc in children.values():
+    deadline = time.monotonic() + grace_s
+    for proc in [*children.values(), *(p for p, _ in retiring)]:
         try:
             proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
