@@ -107,13 +107,14 @@ def idempotency_key(document_id: str, version: int, status: str) -> str:
 
 def callback_body(*, document_id: str, project: str, version: int, status: str,
                   output: Optional[dict[str, str]], error: Optional[str], chunks: int,
-                  at: float) -> bytes:
-    """The JSON body (bytes) of a callback.  ``at`` is the Unix time (s) of the state."""
+                  at: float, error_code: Optional[str] = None) -> bytes:
+    """The JSON body (bytes) of a callback.  ``at`` is the Unix time (s) of the state;
+    ``error`` the human sentence and ``error_code`` the stable code of a FAILED one."""
     return orjson.dumps({
         "event": f"document.{status.lower()}",
         "idempotency_key": idempotency_key(document_id, version, status),
         "document_id": document_id, "project": project, "version": version, "status": status,
-        "output": output, "chunks": chunks, "error": error,
+        "output": output, "chunks": chunks, "error": error, "error_code": error_code,
         "at": datetime.fromtimestamp(at or time.time(), tz=timezone.utc).isoformat(),
         "at_unix": at,
     })

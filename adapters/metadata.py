@@ -5,6 +5,8 @@ Tables (created and changed only by the revisions in adapters/migrations/):
 - ``document_versions`` — one row per uploaded version: the uploader's registry
   that turns "same document id, new bytes" into version n+1 and "same bytes" into
   the existing version.
+  ``error_code`` is the failure code (stages.errors.CODES) of a FAILED version,
+  projected from its status event.
   ``queued_at`` is the outbox mark: NULL until the version's upload event was
   acknowledged by the broker, so a retry (or the sweeper in the normalize worker)
   sends a version whose first attempt failed half-way (issue 8, failure 1).
@@ -45,6 +47,12 @@ ON CONFLICT (document_id) DO UPDATE SET
 WHERE d.seq < EXCLUDED.seq
 RETURNING document_id
 """
+
+
+#: a projected ``documents`` row plus the ``error_code`` of its version (FAILED only)
+_DOC_COLUMNS = ("d.*, CASE WHEN d.status = 'FAILED' THEN v.error_code END AS error_code"
+                " FROM documents d LEFT JOIN document_versions v"
+                " ON v.document_id = d.document_id AND v.version = d.version")
 
 
 class DocumentIdInUse(ValueError):
@@ -159,19 +167,26 @@ class Metadata:
             PROJECT_STATUS, event.document_id, event.project, event.filename or "", event.version,
             event.status, event.seq, event.stage, event.chunks_total, event.chunks_done,
             event.pages, event.error, event.callback_url, at)
+        code = getattr(event, "error_code", None)
+        if code:  # one terminal state per version: the code of its FAILED event
+            await self.pool.execute(
+                "UPDATE document_versions SET error_code = $3 WHERE document_id = $1"
+                " AND version = $2 AND error_code IS DISTINCT FROM $3",
+                event.document_id, event.version, code)
         return row is not None
 
     async def get_document(self, document_id: str) -> Optional[dict[str, Any]]:
-        """The projected row of one document, or None."""
-        row = await self.pool.fetchrow("SELECT * FROM documents WHERE document_id = $1", document_id)
+        """The projected row of one document (with its version's ``error_code``), or None."""
+        row = await self.pool.fetchrow(
+            f"SELECT {_DOC_COLUMNS} WHERE d.document_id = $1", document_id)
         return dict(row) if row else None
 
     async def list_documents(self, project: Optional[str] = None, status: Optional[str] = None,
                              limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         """Projected rows, newest first, optionally filtered by project and status."""
         rows = await self.pool.fetch(
-            "SELECT * FROM documents WHERE ($1::text IS NULL OR project = $1) "
-            "AND ($2::text IS NULL OR status = $2) ORDER BY updated_at DESC, document_id "
+            f"SELECT {_DOC_COLUMNS} WHERE ($1::text IS NULL OR d.project = $1) "
+            "AND ($2::text IS NULL OR d.status = $2) ORDER BY d.updated_at DESC, d.document_id "
             "LIMIT $3 OFFSET $4", project, status, limit, offset)
         return [dict(r) for r in rows]
 

@@ -64,10 +64,14 @@ class ObjectStore:
                                      ContentType=content_type)
 
     async def put_file(self, key: str, path: Path, content_type: str = "application/octet-stream",
-                       bucket: Optional[str] = None) -> None:
-        """Upload a local file (multipart above 8 MiB, streamed, not read whole)."""
-        await self.client.upload_file(str(path), bucket or self.bucket, key,
-                                      ExtraArgs={"ContentType": content_type})
+                       bucket: Optional[str] = None,
+                       metadata: Optional[dict[str, str]] = None) -> None:
+        """Upload a local file (multipart above 8 MiB, streamed, not read whole);
+        ``metadata``: S3 user metadata (ASCII values)."""
+        extra: dict = {"ContentType": content_type}
+        if metadata:
+            extra["Metadata"] = metadata
+        await self.client.upload_file(str(path), bucket or self.bucket, key, ExtraArgs=extra)
 
     async def _get_object(self, key: str, bucket: Optional[str]) -> dict:
         """GetObject, with a missing key raised as ObjectNotFound."""

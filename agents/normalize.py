@@ -20,6 +20,7 @@ from adapters.profiles_store import load_profile
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import DELETE, UPLOAD, DocumentStatus, PartitionTask, UploadEvent, status_event
+from stages.filenames import safe_filename
 from stages.normalize import normalize_file
 from topics import UPLOADS
 
@@ -41,7 +42,7 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     store = await ctx.resources.store()
     profile = await load_profile(event.category, ctx.settings.pg_dsn)
     with tempfile.TemporaryDirectory(prefix="ragstream-normalize-") as tmp:
-        src = await store.download(event.key, Path(tmp) / Path(event.filename).name,
+        src = await store.download(event.key, Path(tmp) / safe_filename(event.filename),
                                    bucket=event.bucket)
         result = await ctx.resources.pool.run(normalize_file, src, Path(tmp) / "out", profile,
                                               timeout_s=ctx.settings.convert_timeout_s + 30)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from adapters.version_ledger import Outcome
 from agents.context import StageContext
 from schemas import DeadLetter, DocumentStatus
+from stages.errors import decode_reason, encode_reason
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,9 @@ async def announce(ctx: StageContext, ref: Any, outcome: Outcome, *, stage: str)
                        chunks_done=outcome.chunks)
     else:
         await ctx.resources.vectors.delete_version(ref.project, ref.document_id, ref.version)
-        await ctx.emit(ref, DocumentStatus.FAILED, stage=stage, error=outcome.reason)
+        code, reason = decode_reason(outcome.reason)
+        await ctx.emit(ref, DocumentStatus.FAILED, stage=stage, error=reason,
+                       error_code=code or "internal")
     await ledger.mark_announced(ref.document_id, ref.version)
 
 
@@ -47,16 +50,22 @@ async def complete_version(ctx: StageContext, ref: Any, *, chunks: int, stage: s
 
 
 async def fail_version(ctx: StageContext, ref: Any, *, stage: str, source_topic: str, error: str,
-                       attempts: int, payload: Optional[dict] = None) -> None:
-    """Fail ``ref``'s version with ``error``: claim FAILED, dead-letter the event,
-    announce FAILED.  A version that already COMPLETED stays COMPLETED (the error
-    is logged and the event dead-lettered for inspection, nothing else)."""
+                       attempts: int, payload: Optional[dict] = None, code: str = "internal",
+                       detail: Optional[str] = None) -> None:
+    """Fail ``ref``'s version with the human sentence ``error`` and the failure
+    ``code`` (stages.errors.CODES): claim FAILED (the ledger keeps both as
+    ``"[code] sentence"``), dead-letter the event (its error also carries ``detail``,
+    the internal text), announce FAILED.  A version that already COMPLETED stays
+    COMPLETED (the error is logged and the event dead-lettered for inspection,
+    nothing else)."""
     ledger = (await ctx.resources.metadata()).ledger
     outcome = await ledger.claim_outcome(document_id=ref.document_id, version=ref.version,
-                                         project=ref.project, outcome="FAILED", reason=error)
+                                         project=ref.project, outcome="FAILED",
+                                         reason=encode_reason(code, error))
     await ctx.topics.dead_letters.send(key=ref.document_id, value=DeadLetter(
         document_id=ref.document_id, version=ref.version, stage=stage, source_topic=source_topic,
-        error=error, attempts=attempts, payload=payload or {}, at=time.time()))
+        error=f"[{code}] {error}" + (f" ({detail})" if detail else ""), attempts=attempts,
+        payload=payload or {}, at=time.time()))
     if outcome.outcome != "FAILED":
         log.warning("%s: %s v%s failed after it %s: %s", stage, ref.document_id, ref.version,
                     outcome.outcome, error)

@@ -34,7 +34,8 @@ from agents.retry_policy import classify, stage_retrying
 from schemas import DeadLetter
 from schemas.dead_letter import undecodable_dead_letter
 from schemas.decode import UndecodableRecord, decode_event
-from stages.errors import DocumentError
+from stages.errors import (ConversionTimeout, DependencyUnavailable, DocumentError, InternalError,
+                           ParserCrashed)
 from streams.metrics import STAGE_EVENTS, STAGE_SECONDS
 from topics.catalogue import TopicSpec
 
@@ -171,8 +172,10 @@ class _Runner:
         except Exception as exc:  # noqa: BLE001 — what ended the retries; CancelledError is not one
             if classify(exc) == "transient":  # only the deadline stops a transient error
                 elapsed = retrying.statistics.get("delay_since_first_attempt", 0.0)
-                exc = _DeadlineExceeded(f"timeout after {elapsed:.0f} s "
-                                        f"(last error: {type(exc).__name__}: {exc})")
+                exc = _DeadlineExceeded(
+                    f"timeout after {elapsed:.0f} s: a service the "
+                    f"{self.stage.name} stage needs stayed unavailable",
+                    detail=f"last error: {type(exc).__name__}: {exc}")
             return exc, retrying.statistics.get("attempt_number", 1)
         return None, retrying.statistics.get("attempt_number", 1)
 
@@ -210,20 +213,26 @@ class _Runner:
             STAGE_SECONDS.labels(self.stage.name).observe(time.perf_counter() - started)
             return
         STAGE_EVENTS.labels(self.stage.name, "failed").inc()
-        reason = reason_of(error, self.stage.name)
+        failure = failure_of(error, self.stage.name)
+        doc, ver = getattr(record, "document_id", "?"), getattr(record, "version", "?")
         if not isinstance(error, DocumentError):
-            log.error("%s failed for %s v%s: %s", self.stage.name, getattr(record, "document_id", "?"),
-                      getattr(record, "version", "?"), reason, exc_info=error)
+            log.error("%s failed for %s v%s [%s]: %s", self.stage.name, doc, ver, failure.code,
+                      failure.detail, exc_info=error)
+        elif failure.detail:
+            log.warning("%s failed for %s v%s [%s]: %s (%s)", self.stage.name, doc, ver,
+                        failure.code, failure.reason, failure.detail)
+        internal = failure.reason + (f" ({failure.detail})" if failure.detail else "")
         if not self.stage.fails_documents:
             await self.forever(lambda: self.ctx.topics.dead_letters.send(
                 key=record.document_id, value=DeadLetter(
                     document_id=record.document_id, version=record.version, stage=self.stage.name,
-                    source_topic=self.stage.source.name, error=reason, attempts=attempts,
+                    source_topic=self.stage.source.name, error=internal, attempts=attempts,
                     payload=record.asdict(), at=time.time())))
             return
         await self.forever(lambda: fail_version(
             self.ctx, record, stage=self.stage.name, source_topic=self.stage.source.name,
-            error=reason, attempts=attempts, payload=record.asdict()))
+            error=failure.reason, code=failure.code, detail=failure.detail,
+            attempts=attempts, payload=record.asdict()))
 
     # -- a batch --------------------------------------------------------------------
     async def handle_batch(self, items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
@@ -256,7 +265,7 @@ class _Runner:
             await self.finish(group[0], err, n, started)
 
 
-class _DeadlineExceeded(DocumentError):
+class _DeadlineExceeded(DependencyUnavailable):
     """Transient errors lasted past the document deadline."""
 
 
@@ -268,12 +277,23 @@ def _by_version(records: Sequence[Any]) -> list[list[Any]]:
     return list(groups.values())
 
 
-def reason_of(exc: BaseException, stage: str) -> str:
-    """A readable reason: a DocumentError's own reason, else ``stage: Type: message``."""
+def failure_of(exc: BaseException, stage: str) -> DocumentError:
+    """The DocumentError a failed work call ends its version with: a DocumentError
+    itself; StageTimeout → ``timeout``; WorkerCrashed → ``parser_crashed``; anything
+    else → ``internal`` with the sentence "internal error in the <stage> stage" and the
+    exception's ``Type: message`` only in ``detail`` (the log, the dead letter)."""
     if isinstance(exc, DocumentError):
-        return exc.reason
+        return exc
     from stages.pool import StageTimeout, WorkerCrashed
 
-    if isinstance(exc, (StageTimeout, WorkerCrashed)):
-        return f"{stage}: {exc}"
-    return f"{stage}: {type(exc).__name__}: {exc}"
+    if isinstance(exc, StageTimeout):
+        return ConversionTimeout(f"{stage}: {exc}", permanent=True)
+    if isinstance(exc, WorkerCrashed):
+        return ParserCrashed(f"{stage}: {exc}")
+    return InternalError(f"internal error in the {stage} stage (details in the worker log)",
+                         detail=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def reason_of(exc: BaseException, stage: str) -> str:
+    """The human sentence of :func:`failure_of` (never raw exception text)."""
+    return failure_of(exc, stage).reason

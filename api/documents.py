@@ -27,6 +27,7 @@ from adapters.vector_store import InvalidProjectName, alias_name
 from schemas import DocumentStatus, status_event
 from api.auth import get_state, require_project
 from api.state import ApiState
+from stages.filenames import original_name_metadata, safe_filename
 from api.uploads import BadUpload, StagedFile, UploadTooLarge, hash_object, receive_multipart
 from streams.ingest import default_document_id, queue_delete, queue_version
 
@@ -51,6 +52,10 @@ class UploadAccepted(BaseModel):
     sha256: str
     size: int = Field(description="bytes")
     status_url: str
+    filename: str = Field("", description="the stored (sanitised) file name")
+    original_filename: Optional[str] = Field(
+        None, description="the name the client sent, when sanitising changed it (also kept as "
+                          "the raw object's S3 metadata original-filename, percent-encoded)")
 
 
 class CallbackInfo(BaseModel):
@@ -79,7 +84,10 @@ class DocumentOut(BaseModel):
     chunks_total: int = 0
     chunks_done: int = 0
     pages: int = 0
-    error: Optional[str] = None
+    error: Optional[str] = Field(None, description="why it FAILED: one sentence for people")
+    error_code: Optional[str] = Field(
+        None, description="stable failure code of a FAILED version (corrupt, encrypted, timeout, "
+                          "…; the README's table)")
     sha256: str = ""
     size: int = 0
     output: Optional[dict[str, str]] = Field(None, description="processed chunks (COMPLETED only)")
@@ -294,10 +302,11 @@ async def _upload_reference(request: Request, key_project: str, state: ApiState,
     if size > limit:
         UPLOADS_TOTAL.labels("too_large").inc()
         raise HTTPException(413, f"upload exceeds the limit of {limit} bytes")
-    filename = ref.filename or PurePosixPath(src.key).name or "upload"
-    filename = filename.replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+    given = ref.filename or PurePosixPath(src.key).name or "upload"
+    filename = safe_filename(given)
     ctype = head.get("ContentType") or mimetypes.guess_type(filename)[0] or "application/octet-stream"
-    staged = StagedFile(src.key, filename, ctype, size, await hash_object(store, src.bucket, src.key))
+    staged = StagedFile(src.key, filename, ctype, size, await hash_object(store, src.bucket, src.key),
+                        given if given != filename else None)
     return await _queue(state, staged, project=project, category=category,
                         document_id=ref.document_id, callback_url=ref.callback_url,
                         source_bucket=src.bucket)
@@ -307,13 +316,17 @@ async def _queue(state: ApiState, staged: StagedFile, *, project: str, category:
                  document_id: Optional[str], callback_url: Optional[str],
                  source_bucket: str) -> UploadAccepted:
     store = state.store
-    document_id = document_id or default_document_id(project, staged.filename)
+    # the id hashes the name as sent, so two names that sanitise alike stay two documents
+    document_id = document_id or default_document_id(project, staged.original_filename
+                                                     or staged.filename)
     await _check_owner(state, document_id, project)
+    meta = original_name_metadata(staged.original_filename)
 
     async def put_raw(raw_key: str) -> None:  # server-side copy, no bytes through the API
         await store.client.copy_object(Bucket=store.bucket, Key=raw_key,
                                        CopySource={"Bucket": source_bucket, "Key": staged.key},
-                                       ContentType=staged.content_type, MetadataDirective="REPLACE")
+                                       ContentType=staged.content_type, Metadata=meta,
+                                       MetadataDirective="REPLACE")
 
     result = await queue_version(
         project=project, category=category, filename=staged.filename, sha256=staged.sha256,
@@ -335,7 +348,8 @@ async def _queue(state: ApiState, staged: StagedFile, *, project: str, category:
         document_id=result.document_id, version=result.version,
         status=row["status"] if row else DocumentStatus.QUEUED.value, queued=result.queued,
         reason=result.reason, sha256=staged.sha256, size=staged.size,
-        status_url=status_url(result.document_id))
+        status_url=status_url(result.document_id), filename=staged.filename,
+        original_filename=staged.original_filename)
 
 
 async def _document_out(state: ApiState, row: dict[str, Any], version_row: Optional[dict[str, Any]],
@@ -353,7 +367,7 @@ async def _document_out(state: ApiState, row: dict[str, Any], version_row: Optio
         category=vr["category"] if vr else "", filename=row["filename"], version=row["version"],
         status=row["status"], stage=row["stage"], chunks_total=row["chunks_total"],
         chunks_done=row["chunks_done"], pages=row["pages"], error=row["error"],
-        sha256=vr["sha256"] if vr else "", size=vr["size"] if vr else 0, output=output,
+        error_code=row.get("error_code"), sha256=vr["sha256"] if vr else "", size=vr["size"] if vr else 0, output=output,
         callbacks=callbacks, created_at=row["created_at"], updated_at=row["updated_at"],
         status_url=status_url(row["document_id"]))
 
@@ -386,7 +400,9 @@ async def list_documents(
         raise HTTPException(404, "project not found")
     status_value = status.value if status else None
     rows = [dict(r) for r in await state.metadata.pool.fetch(
-        "SELECT d.*, v.category, v.sha256, v.size FROM documents d LEFT JOIN document_versions v"
+        "SELECT d.*, v.category, v.sha256, v.size,"
+        " CASE WHEN d.status = 'FAILED' THEN v.error_code END AS error_code"
+        " FROM documents d LEFT JOIN document_versions v"
         " ON v.document_id = d.document_id AND v.version = d.version"
         " WHERE d.project = $1 AND ($2::text IS NULL OR d.status = $2)"
         " ORDER BY d.updated_at DESC, d.document_id LIMIT $3 OFFSET $4",

@@ -8,6 +8,10 @@ version depends on the hash (same bytes → no new version): once the hash is kn
 the staging object is copied server-side to its raw key (or dropped when
 unchanged) and always deleted.  Past ``max_bytes`` the S3 multipart upload is
 aborted and nothing is kept (→ 413).
+
+The file part's name is sanitised here, once (stages.filenames.safe_filename: no
+``..``, no path separators, no control or bidi characters, at most 255 bytes); the
+client's name travels on as ``original_filename`` when it differs.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from typing import AsyncIterator, Optional
 from python_multipart.multipart import MultipartParser, parse_options_header
 
 from adapters.object_store import ObjectStore
+from stages.filenames import safe_filename
 
 PART_BYTES = 8 * 1024 * 1024  # S3 multipart part size (minimum 5 MiB except the last)
 FIELD_MAX = 8192  # bytes of one plain form field
@@ -39,13 +44,17 @@ class BadUpload(ValueError):
 
 @dataclass
 class StagedFile:
-    """A file streamed into staging: where it is, its name, type, size and hash."""
+    """A file streamed into staging: where it is, its name, type, size and hash.
+
+    ``filename`` is the safe name (stages.filenames.safe_filename), ``original_filename``
+    the name the client sent when it differs (else None)."""
 
     key: str
     filename: str
     content_type: str
     size: int
     sha256: str
+    original_filename: Optional[str] = None
 
 
 class StagingWriter:
@@ -139,6 +148,7 @@ class _Part:
     headers: dict[str, bytes] = field(default_factory=dict)
     name: str = ""
     filename: Optional[str] = None
+    original_filename: Optional[str] = None
     content_type: str = "application/octet-stream"
     value: bytearray = field(default_factory=bytearray)
     writer: Optional[StagingWriter] = None
@@ -208,7 +218,8 @@ async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, st
                 if file_writer is not None:
                     raise BadUpload("more than one 'file' part")
                 raw_name = opts.get(b"filename", b"upload").decode("utf-8", "replace")
-                part.filename = raw_name.replace("\\", "/").rsplit("/", 1)[-1].strip() or "upload"
+                part.filename = safe_filename(raw_name)  # sanitised once, here at the edge
+                part.original_filename = raw_name if raw_name != part.filename else None
                 ctype = part.headers.get("content-type", b"application/octet-stream")
                 part.content_type = ctype.decode("latin-1").split(";")[0].strip() or \
                     "application/octet-stream"
@@ -224,7 +235,8 @@ async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, st
         elif kind == "end":
             if part.writer is not None:
                 size, digest = await part.writer.finish()
-                staged = StagedFile(part.writer.key, part.filename, part.content_type, size, digest)
+                staged = StagedFile(part.writer.key, part.filename, part.content_type, size, digest,
+                                    part.original_filename)
             else:
                 try:
                     fields[part.name] = part.value.decode("utf-8")

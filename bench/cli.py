@@ -22,6 +22,24 @@ def e2e(corpus: Optional[Path] = typer.Option(None, exists=True, file_okay=False
     bench_e2e(corpus, Console(), keep_running=keep_running)
 
 
+@bench_app.command("hostile")
+def hostile(cases: Path = typer.Option(..., exists=True, file_okay=False,
+                                       help="folder of files (optional expected.json)"),
+            timeout: float = typer.Option(600.0, help="seconds per file to its terminal status"),
+            max_rss_mb: float = typer.Option(6144.0, help="kill a parse process over this RSS"),
+            keep_running: bool = typer.Option(False, help="leave the stack up afterwards")) -> None:
+    """Each file through the full pipeline: status, code, seconds, peak parse RSS, chunks;
+    last line hostile_ok=<n>/<m> max_rss_mb=<x>."""
+    from bench.hostile import bench_hostile
+
+    try:
+        bench_hostile(cases, Console(width=160), timeout_s=timeout, max_rss_mb=max_rss_mb,
+                      keep_running=keep_running)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+
+
 @bench_app.command("scale")
 def scale(pages: int = typer.Option(300, help="pages in the generated PDF"),
           workers: int = typer.Option(2, help="partition worker processes"),

@@ -69,6 +69,9 @@ def _mount() -> None:
 
 def main() -> None:
     """Console-script entry point."""
+    from stages.filenames import install_log_escaping
+
+    install_log_escaping()  # file names in log records: control/bidi characters escaped
     _mount()
     app()
 

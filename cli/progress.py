@@ -21,19 +21,29 @@ from adapters.object_store import ObjectStore
 from schemas import TERMINAL, DocumentStatus
 from streams.ingest import IngestResult, ingest_file
 from streams.kafka_io import producer, tail_status
-from cli.status_view import documents_table, transition_line
+from cli.status_view import documents_table, shown, transition_line
 from streams.settings import Settings, get_settings
 
 
 def expand(paths: Sequence[Path]) -> list[Path]:
     """Files as given, folders expanded to their files (sorted, recursive, no dotfiles)."""
+    return expand_paths(paths)[0]
+
+
+def expand_paths(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """``(files, skipped)``: files as given and folders expanded to their files (sorted,
+    recursive), and the dot-files (or files under dot-folders) the expansion skipped.
+    A dot-file named explicitly is kept."""
     out: list[Path] = []
+    skipped: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+            for f in sorted(f for f in p.rglob("*") if f.is_file()):
+                hidden = any(part.startswith(".") for part in f.relative_to(p).parts)
+                (skipped if hidden else out).append(f)
         else:
             out.append(p)
-    return out
+    return out, skipped
 
 
 async def follow_until_terminal(wanted: dict[str, int], console: Console,
@@ -83,7 +93,10 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
     print every status transition of the queued documents until all are terminal.
     ``settings`` defaults to the process settings (RAGSTREAM_* environment)."""
     settings = settings or get_settings()
-    files = expand(paths)
+    files, skipped = expand_paths(paths)
+    if skipped:
+        console.print(f"skipped {len(skipped)} dot-file(s): "
+                      + ", ".join(shown(str(f)) for f in skipped), highlight=False, soft_wrap=True)
     if document_id and len(files) != 1:
         raise ValueError("--document-id needs exactly one file")
     outcome = IngestOutcome([])
@@ -101,8 +114,8 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
                                     force=force)
             outcome.results.append(res)
             verb = "queued" if res.queued else f"skipped ({res.reason})"
-            console.print(f"{verb:>18}  {res.document_id}  v{res.version}  {f}", highlight=False,
-                          soft_wrap=True)
+            console.print(f"{shown(verb):>18}  {res.document_id}  v{res.version}  {shown(str(f))}",
+                          highlight=False, soft_wrap=True)
     wanted = {r.document_id: r.version for r in outcome.results if r.queued}
     if wait and wanted:
         try:

@@ -60,7 +60,11 @@ class StatusEvent(faust.Record, serializer=codec.CODEC_NAME):
     """One status transition of one document version.
 
     ``at`` is the Unix time in seconds; ``chunks_total``/``chunks_done`` count the
-    version's chunks (0 until known); ``error`` is a specific, readable reason.
+    version's chunks (0 until known); ``error`` is a specific, readable reason (a
+    sentence for people, never raw exception text); ``error_code`` its stable code
+    (``stages.errors.CODES``: ``corrupt``, ``timeout``, …; FAILED only).  Events
+    written before ``error_code`` existed decode with it None, and consumers that do
+    not know it drop it (schemas/decode.py), so it needs no ``schema_version`` bump.
     """
 
     document_id: str
@@ -77,6 +81,7 @@ class StatusEvent(faust.Record, serializer=codec.CODEC_NAME):
     callback_url: Optional[str] = None
     at: float = 0.0
     schema_version: int = 1
+    error_code: Optional[str] = None
 
 
 def status_event(
@@ -92,6 +97,7 @@ def status_event(
     pages: int = 0,
     error: Optional[str] = None,
     callback_url: Optional[str] = None,
+    error_code: Optional[str] = None,
 ) -> StatusEvent:
     """Build a StatusEvent with its sequence and the current time."""
     return StatusEvent(
@@ -108,4 +114,5 @@ def status_event(
         error=error,
         callback_url=callback_url,
         at=time.time(),
+        error_code=error_code,
     )

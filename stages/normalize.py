@@ -15,6 +15,7 @@ from pathlib import Path
 
 from stages.detect import MIME, OFFICE_TYPES, detect_type
 from stages.errors import (CorruptDocument, DocumentError, EmptyDocument, EncryptedDocument,
+                           PasswordProtected,
                            TooLarge, UnsupportedType)
 from stages.office import convert_to_pdf
 from stages.profiles import CONVERT_ONLY_TYPES, Profile
@@ -86,7 +87,7 @@ def normalize_file(src: Path, workdir: Path, profile: Profile) -> NormalizedFile
     if det.name_mismatch:
         notes.append(f"content is {det.filetype.upper()} but name says .{src.suffix.lower().lstrip('.')}")
     if det.encrypted:
-        raise EncryptedDocument(f"encrypted {det.filetype.upper()} (password-protected Office document)")
+        raise PasswordProtected(f"encrypted {det.filetype.upper()} (password-protected Office document)")
     if det.filetype == "unknown":
         raise UnsupportedType(f"unrecognised binary content ({det.magic_mime or 'no MIME type'})")
     if det.filetype == "zip":
@@ -157,7 +158,8 @@ def _repair_pdf(path: Path, workdir: Path, first_error: Exception) -> tuple[Path
     except pikepdf.PasswordError:
         raise EncryptedDocument("encrypted PDF (password required to open)") from None
     except Exception as exc:  # qpdf raises PdfError and friends for broken files
-        raise CorruptDocument(f"truncated or corrupt PDF: {_msg(first_error)}; qpdf: {_msg(exc)}") from None
+        raise CorruptDocument("truncated or corrupt PDF: neither pypdf nor qpdf could read it",
+                              detail=f"{_msg(first_error)}; qpdf: {_msg(exc)}") from None
     log.info("repaired %s with qpdf after pypdf error: %s", path, first_error)
     return repaired, count
 
@@ -170,9 +172,11 @@ def _check_zip(path: Path, label: str) -> None:
         with zipfile.ZipFile(path) as zf:
             bad = zf.testzip()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-        raise CorruptDocument(f"truncated or corrupt {label}: not a readable ZIP package ({_msg(exc)})") from None
+        raise CorruptDocument(f"truncated or corrupt {label}: not a readable ZIP package",
+                              detail=_msg(exc)) from None
     except Exception as exc:  # zlib.error and friends from damaged members
-        raise CorruptDocument(f"truncated or corrupt {label}: damaged ZIP member ({_msg(exc)})") from None
+        raise CorruptDocument(f"truncated or corrupt {label}: damaged ZIP member",
+                              detail=_msg(exc)) from None
     if bad is not None:
         raise CorruptDocument(f"truncated or corrupt {label}: damaged ZIP member {bad!r}")
 

@@ -153,11 +153,11 @@ def convert_warm(src: Path, out_dir: Path, filetype: str, timeout_s: float, url:
                 f"{timeout_s:g} s; its LibreOffice may be stuck (restart the converter "
                 "service)") from None
         except xmlrpc.client.Fault as e:
-            raise ConversionFailed(f"warm converter failed on the {filetype.upper()}: "
-                                   f"{e.faultString.strip()[:300]}") from None
+            raise ConversionFailed(f"warm converter failed on the {filetype.upper()}",
+                                   detail=e.faultString.strip()[:300]) from None
         except (OSError, xmlrpc.client.Error, http.client.HTTPException) as e:
-            raise ConversionFailed(f"warm converter ({url}) failed on the "
-                                   f"{filetype.upper()}: {e!r}"[:400]) from None
+            raise ConversionFailed(f"warm converter ({url}) failed on the {filetype.upper()}",
+                                   detail=repr(e)[:400]) from None
         if not produced.exists() or produced.stat().st_size == 0:
             raise CorruptDocument(f"warm converter wrote no PDF for the {filetype.upper()} file")
         final = out_dir / f"{src.stem}.converted.pdf"
@@ -215,10 +215,10 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
         detail = output.decode("utf-8", "replace").strip()[-300:]
         if proc.returncode != 0:
             raise ConversionFailed(f"LibreOffice exited with {proc.returncode} converting "
-                                   f"{filetype.upper()}: {detail}")
+                                   f"{filetype.upper()}", detail=detail)
         if not produced.exists() or produced.stat().st_size == 0:
             raise CorruptDocument(f"LibreOffice could not read the {filetype.upper()} file "
-                                  f"(no PDF written): {detail}")
+                                  "(no PDF written)", detail=detail)
         final = out_dir / f"{src.stem}.converted.pdf"
         shutil.move(str(produced), final)
         return final

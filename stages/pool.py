@@ -85,6 +85,9 @@ def _init_worker() -> None:
         os.environ.setdefault(var, "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from stages.filenames import install_log_escaping
+
+    install_log_escaping()  # file names in the parsers' log records
 
 
 def _remote(exc: BaseException) -> bool:

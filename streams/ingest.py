@@ -17,6 +17,7 @@ from adapters.metadata import Metadata
 from adapters.object_keys import raw_key
 from adapters.object_store import ObjectStore, sha256_file
 from adapters.vector_store import alias_name
+from stages.filenames import original_name_metadata, safe_filename
 from schemas import DELETE, UPLOAD, DocumentStatus, UploadEvent, status_event
 from streams.kafka_io import send_record
 from topics import STATUS, UPLOADS
@@ -46,6 +47,8 @@ async def ingest_file(path: Path, *, project: str, category: str, store: ObjectS
 
     Same bytes as the document's latest version → nothing is sent (``queued=False``)
     unless ``force`` (then the same version is re-sent: a no-op for the index).
+    The stored name is ``stages.filenames.safe_filename(path.name)``; the original
+    (when it differs) is the raw object's S3 metadata ``original-filename``.
     Raises InvalidProjectName for a project that cannot name a collection, and
     FileNotFoundError for a missing path.
     """
@@ -53,11 +56,14 @@ async def ingest_file(path: Path, *, project: str, category: str, store: ObjectS
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(path)
-    filename = path.name
+    original = path.name
+    filename = safe_filename(original)  # sanitised once, here at the CLI's edge
     content_type = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    meta = original_name_metadata(original if original != filename else None)
+    document_id = document_id or default_document_id(project, original)
 
     async def put_raw(key: str) -> None:
-        await store.put_file(key, path, content_type)
+        await store.put_file(key, path, content_type, metadata=meta)
 
     result = await queue_version(
         project=project, category=category, filename=filename, sha256=sha256_file(path),

@@ -149,3 +149,6 @@ def test_bad_documents_fail_with_specific_reasons_and_others_complete(stack, wor
     assert "encrypt" in reasons["encrypted.pdf"].lower()
     assert "zero" in reasons["empty.pdf"].lower() or "empty" in reasons["empty.pdf"].lower()
     assert len(set(reasons.values())) == 4, reasons
+    codes = {name: by_name[name].error_code for name in reasons}
+    assert codes == {"empty.pdf": "empty", "truncated.pdf": "corrupt", "encrypted.pdf": "encrypted",
+                     "random.docx": "unsupported_type"}, (codes, reasons)

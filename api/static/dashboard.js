@@ -60,6 +60,7 @@
       tr.appendChild(el("td", "", d.filename));
       tr.appendChild(el("td", "", d.version));
       tr.appendChild(el("td", "", d.stage));
+      tr.appendChild(el("td", "mono code", d.error_code || ""));
       tr.appendChild(el("td", "s-FAILED", d.error || "(no reason)"));
       fbody.appendChild(tr);
     }
@@ -99,7 +100,7 @@
     for (const d of page.items.reverse()) {
       upsert({ document_id: d.document_id, filename: d.filename, version: d.version, status: d.status,
                stage: d.stage, chunks_total: d.chunks_total, chunks_done: d.chunks_done, error: d.error,
-               at: Date.parse(d.updated_at) / 1000 }, false);
+               error_code: d.error_code, at: Date.parse(d.updated_at) / 1000 }, false);
     }
     render();
   }
