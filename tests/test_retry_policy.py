@@ -106,7 +106,10 @@ def test_runner_turns_a_transient_error_at_the_deadline_into_a_timeout():
     flaky = Flaky(*[ConnectionRefusedError("connection refused")] * 10)
     error, attempts = run(runner.attempt(flaky, deadline=runner.deadline))
     assert isinstance(error, _DeadlineExceeded) and attempts == 2 == flaky.calls
-    assert re.fullmatch(r"timeout after \d+ s \(last error: ConnectionRefusedError: .*\)", error.reason)
+    assert re.fullmatch(r"timeout after \d+ s: a service the t stage needs stayed unavailable",
+                        error.reason)
+    assert error.code == "dependency_unavailable"
+    assert error.detail.startswith("last error: ConnectionRefusedError: ")
 
 
 def test_runner_returns_success_and_attempts():
