@@ -18,6 +18,7 @@ from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
 from stages.chunk import ChunkParams, chunk_elements
 from stages.errors import EmptyDocument
+from stages.limits import check_count
 from topics import ELEMENTS
 
 STAGE = "chunk"
@@ -61,6 +62,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
     chunks = await ctx.resources.pool.run(chunk_elements, elements, params, timeout_s=CHUNK_TIMEOUT_S)
     if not chunks:
         raise EmptyDocument(f"{len(elements)} elements but no text to chunk")
+    check_count(len(chunks), "max_chunks", "chunks")  # TooLarge: fails this document only
     total = len(chunks)
     records = [
         Chunk(chunk_id=chunk_id(ready.document_id, ready.version, i), document_id=ready.document_id,

@@ -110,8 +110,9 @@ class TooLarge(DocumentError):
     code = "too_large"
 
 
-class LimitExceeded(DocumentError):
-    """A per-document resource limit was hit (pixels, sheet cells, elements, chunks).
+class LimitExceeded(TooLarge):
+    """A per-document resource limit was hit (pixels, sheet cells, Office part size,
+    elements, chunks): a kind of :class:`TooLarge` with its own code.
 
     The reason names the limit and its value, e.g. ``"sheet has 17,179,869,184 cells,
     limit 5,000,000"``."""

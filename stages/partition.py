@@ -12,13 +12,21 @@ reason; zero elements from a non-empty file is always an error.
 from __future__ import annotations
 
 import logging
+import tempfile
 import zipfile
 from pathlib import Path
 
 from stages import offline_nlp  # noqa: F401  (sets DO_NOT_TRACK before unstructured loads)
 from stages.deadline import DeadlineExceeded, deadline
-from stages.errors import DocumentError, EmptyDocument, OCRUnavailable, UnsupportedType
+from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, OCRUnavailable, TooLarge,
+                           UnsupportedType)
+from stages.limits import check_count, check_pixels, limit, out_of_memory
+from stages import charsets, nlp_limits, parser_options, text_hygiene
+from stages.office_repair import without_dangling_relationships
 from stages.parse_errors import as_document_error
+from stages.parser_options import check_zip_parts
+from stages.sheet_size import check_xlsx
+from stages.text_hygiene import clean_elements
 from stages.profiles import Profile
 from stages.tesseract import tesseract_available  # noqa: F401  (also imported from here)
 
@@ -62,15 +70,26 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             strategy is ``fast``).
         EncryptedDocument, CorruptDocument, UnsupportedType, ConversionTimeout,
         ConversionFailed: see ``stages.errors``.
+        LimitExceeded (a TooLarge): over a limit of ``stages.limits`` (image or rendered
+            page pixels, sheet cells, Office part size, elements per document).
+        OutOfMemory: the parse hit its process's memory cap.
         stages.partition_pdf.PageRangeError (a ValueError): ``pages`` outside the document.
+
+    Every string in the result has been through ``stages.text_hygiene.clean_text``;
+    element texts longer than ``RAGSTREAM_MAX_ELEMENT_CHARS`` are split into pieces.
     """
     path = Path(path)
     if path.stat().st_size == 0:
         raise EmptyDocument("zero-byte file")
     offline_nlp.ensure_offline_nlp()
+    _prepare_libraries()
     label = filetype.upper()
-    with deadline(profile.timeout_s, f"partitioning {label} timed out after {profile.timeout_s:g} s"):
+    skipped: list[str] = []
+    with deadline(profile.timeout_s, f"partitioning {label} timed out after {profile.timeout_s:g} s"), \
+            tempfile.TemporaryDirectory(prefix="ragstream-parse-") as tmp:
         try:
+            if filetype in ("docx", "pptx", "xlsx"):
+                path, skipped = _checked_office(path, filetype, label, Path(tmp))
             if filetype == "pdf":
                 from stages.partition_pdf import partition_pdf_file
                 elements = partition_pdf_file(path, profile, pages, filename or path.name)
@@ -91,17 +110,79 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             if type(exc).__name__ == "PageRangeError":
                 raise
             raise as_document_error(exc, label) from exc
+        except MemoryError as exc:
+            raise out_of_memory(label) from exc
         except BaseException as exc:  # noqa: BLE001 - every parser failure gets a reason
             if isinstance(exc, (KeyboardInterrupt, SystemExit, DeadlineExceeded)):
                 raise
+            if type(exc).__name__ == "DecompressionBombError":  # PIL, on a decode we did not pre-check
+                raise LimitExceeded(f"{label} holds an image over the pixel limit: {exc}") from exc
             raise as_document_error(exc, label) from exc
-    if not _has_content(elements):  # nothing, or only PageBreaks / empty text
-        raise EmptyDocument(_empty_reason(path, filetype))
-    dicts = [_plain(e.to_dict()) for e in elements]
-    if filename:
-        for d in dicts:
+        if not _has_content(elements):  # nothing, or only PageBreaks / empty text
+            raise EmptyDocument(_empty_reason(path, filetype))
+    check_count(len(elements), "max_elements", "elements")
+    dicts = split_long_elements(clean_elements([_plain(e.to_dict()) for e in elements]),
+                                limit("max_element_chars"))
+    check_count(len(dicts), "max_elements", "elements")
+    for d in dicts:
+        if filename:
             d["metadata"].pop("file_directory", None)
+        if skipped:
+            d["metadata"]["skipped_parts"] = skipped
     return dicts
+
+
+def _prepare_libraries() -> None:
+    """Per-process, idempotent settings of the parser libraries (see each module)."""
+    from PIL import Image
+
+    charsets.install()
+    parser_options.install()
+    text_hygiene.install()
+    nlp_limits.install()
+    # a decode we did not check first (an image inside a document) fails as
+    # DecompressionBombError at twice this; the checks below use the limit itself
+    Image.MAX_IMAGE_PIXELS = limit("max_image_pixels") or None
+
+
+def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[Path, list[str]]:
+    """Size checks of an Office package before parsing, and a copy without relationships
+    to missing parts: ``(package to parse, missing part names)``."""
+    check_zip_parts(path, label)
+    if filetype == "xlsx":
+        check_xlsx(path)
+    return without_dangling_relationships(path, tmp)
+
+
+def split_long_elements(dicts: list[dict], max_chars: int) -> list[dict]:
+    """Element dicts with every ``text`` longer than ``max_chars`` split into consecutive
+    pieces of at most ``max_chars`` (at a whitespace when one lies in the second half
+    of a piece); each piece keeps the metadata, its id is ``{element_id}-{n}``.
+    Tables (whose HTML belongs to the whole) are kept whole."""
+    if not max_chars:
+        return dicts
+    out: list[dict] = []
+    for d in dicts:
+        text = d.get("text") or ""
+        if len(text) <= max_chars or d.get("type") == "Table":
+            out.append(d)
+            continue
+        for n, piece in enumerate(_pieces(text, max_chars)):
+            out.append({**d, "element_id": f"{d.get('element_id')}-{n}", "text": piece,
+                        "metadata": dict(d.get("metadata") or {})})
+    return out
+
+
+def _pieces(text: str, size: int):
+    start = 0
+    while start < len(text):
+        end = min(start + size, len(text))
+        if end < len(text):
+            space = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+            if space > start + size // 2:
+                end = space + 1
+        yield text[start:end]
+        start = end
 
 
 def _has_content(elements: list) -> bool:
@@ -134,11 +215,49 @@ def _partition_native(path: Path, filetype: str, profile: Profile, filename: str
 
     module, func, extra = NATIVE[filetype]
     fn = getattr(importlib.import_module(module), func)
-    return fn(filename=str(path), metadata_filename=filename,
-              languages=list(profile.ocr_languages), **extra)
+    source = {"filename": str(path)}
+    if filetype == "html":
+        source = _html_source(path)
+    return fn(**source, metadata_filename=filename, languages=list(profile.ocr_languages), **extra)
+
+
+def _html_source(path: Path) -> dict:
+    """``{"filename": ...}``, or ``{"text": ...}`` with nesting beyond what lxml keeps
+    flattened (``stages.html_depth``)."""
+    from unstructured.file_utils.encoding import read_txt_file
+
+    from stages.html_depth import MAX_DEPTH, flatten
+
+    _, text = read_txt_file(filename=str(path))
+    flat, deepest = flatten(text)
+    if flat is text:
+        return {"filename": str(path)}
+    log.info("%s: HTML nested %d deep, tags below depth %d flattened", path.name, deepest, MAX_DEPTH)
+    return {"text": flat}
+
+
+def check_image_header(path: Path, label: str) -> None:
+    """Raise TooLarge when an image file's header says it is over the pixel limit (read
+    without decoding; every frame of a multi-frame file is checked)."""
+    from PIL import Image as PILImage
+
+    bomb_limit, PILImage.MAX_IMAGE_PIXELS = PILImage.MAX_IMAGE_PIXELS, None  # header only: no decode
+    try:
+        with PILImage.open(path) as image:
+            for frame in range(getattr(image, "n_frames", 1)):
+                if frame:
+                    image.seek(frame)
+                check_pixels(*image.size, what=f"{label} image" + (f" frame {frame + 1}" if frame else ""))
+    except (TooLarge, DocumentError):
+        raise
+    except Exception:  # noqa: BLE001 - unreadable headers are reported by the parser
+        return
+    finally:
+        PILImage.MAX_IMAGE_PIXELS = bomb_limit
 
 
 def _partition_image(path: Path, label: str, profile: Profile, filename: str) -> list:
+    check_image_header(path, label)
     if profile.strategy == "fast":
         raise OCRUnavailable(f"{label} image needs OCR but profile '{profile.name}' uses strategy 'fast'")
     if not tesseract_available():

@@ -34,6 +34,7 @@ from stages.profiles import Profile
 log = logging.getLogger(__name__)
 OCR_MIN_DPI = 200  # measured: 200 dpi gave the same text as 300 dpi in half the time
 OCR_MAX_DPI = 300
+HI_RES_DPI = 200  # unstructured's pdf_image_dpi default for hi_res
 
 
 class PageRangeError(ValueError):
@@ -109,6 +110,7 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
         src = path if (first, last) == (1, total) else _subset(path, first, last, Path(tmp))
         elements, extra = [], {}
         if layout:
+            _check_hi_res_pages(src, first)
             elements = _hi_res(src, first, filename, languages, layout)
             if profile.extract_tables and ocr_pages:
                 extra = _scanned_tables(path, ocr_pages, filename, languages)
@@ -159,6 +161,32 @@ def _fast(src: Path, first: int, filename: str, languages: list[str]) -> list:
                          metadata_filename=filename, languages=languages)
 
 
+def _check_render(page, dpi: float, number: int) -> None:
+    """TooLarge when page ``number`` rendered at ``dpi`` would be over the pixel limit
+    (checked from its size in points, before rendering)."""
+    from stages.limits import check_pixels
+
+    width, height = page.get_size()
+    check_pixels(round(width * dpi / 72), round(height * dpi / 72),
+                 what=f"PDF page {number} rendered at {dpi:.0f} dpi")
+
+
+def _check_hi_res_pages(src: Path, first: int) -> None:
+    """The same check for every page hi_res renders (unstructured renders at 200 dpi)."""
+    import pypdfium2
+
+    pdf = pypdfium2.PdfDocument(str(src))
+    try:
+        for i in range(len(pdf)):
+            page = pdf[i]
+            try:
+                _check_render(page, HI_RES_DPI, first + i)
+            finally:
+                page.close()
+    finally:
+        pdf.close()
+
+
 def _ocr_dpi(page) -> float:
     """Render at the scan's own resolution, clamped to [OCR_MIN_DPI, OCR_MAX_DPI]."""
     import pypdfium2.raw as pdfium_c
@@ -193,6 +221,7 @@ def _ocr(path: Path, numbers: list[int], filename: str, languages: list[str], tm
             png = tmp / f"page-{n}.png"
             page = pdf[n - 1]
             dpi = _ocr_dpi(page)
+            _check_render(page, dpi, n)
             image = page.render(scale=dpi / 72).to_pil()
             image.save(png)
             page.close()
@@ -266,6 +295,7 @@ def _scanned_tables(path: Path, numbers: list[int], filename: str, languages: li
         for n in numbers:
             page = pdf[n - 1]
             dpi = _ocr_dpi(page)
+            _check_render(page, dpi, n)
             image = page.render(scale=dpi / 72).to_pil()
             page.close()
             out[n] = _ocr_tables(image, dpi, n, filename, languages)

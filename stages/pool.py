@@ -88,6 +88,31 @@ def _init_worker() -> None:
     from stages.filenames import install_log_escaping
 
     install_log_escaping()  # file names in the parsers' log records
+    cap_memory()
+
+
+def cap_memory(megabytes: int | None = None) -> int:
+    """Cap this process's address space (RLIMIT_AS) at ``megabytes`` MiB (default
+    ``RAGSTREAM_PARSE_MEMORY_MB``, 6144; 0 = no cap) and return the cap applied.
+
+    Called in every pool process: a runaway parse then gets MemoryError (reported by
+    ``stages.partition`` as ``stages.errors.OutOfMemory``, "out of memory: ... parse
+    exceeded the 6,144 MiB cap") or, if C code aborts on a failed allocation, its
+    process dies and only that task fails; the worker and other tasks carry on.
+    Measured peaks (VmPeak) of one pool process: hi_res PDF 2.4 GiB, image OCR 3.4 GiB.
+    """
+    import resource
+
+    from stages.limits import limit
+
+    mb = limit("parse_memory_mb") if megabytes is None else megabytes
+    if mb > 0:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        cap = mb * 1024 * 1024
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return mb
 
 
 def _remote(exc: BaseException) -> bool:
@@ -237,8 +262,12 @@ class BlockingPool:
                 if isinstance(exc, TimeoutError):
                     raise StageTimeout(f"timeout after {timeout_s:.0f} s") from exc
                 if isinstance(exc, ProcessExpired):
+                    from stages.limits import limit
+
+                    cap = limit("parse_memory_mb")
                     raise WorkerCrashed(
-                        f"parser process crashed ({_describe_exit(exc)}; killed or out of memory)") from exc
+                        f"parser process crashed ({_describe_exit(exc)}; killed, or out of memory"
+                        + (f" under the {cap:,} MiB cap)" if cap else ")")) from exc
                 if isinstance(exc, _PoolReset) or pool in self._reset_pools:
                     raise WorkerCrashed("parser process stopped: the pool was reset") from exc
                 if isinstance(exc, BrokenProcessPool):

@@ -119,6 +119,19 @@ class Settings(BaseSettings):
     # a timeout or crash fails that task only, so a larger pool only adds throughput.
     stage_workers: int = 1
     convert_timeout_s: float = 120.0
+    # per-document limits (stages/limits.py reads the same RAGSTREAM_* variables; a
+    # document over one FAILS with a reason naming it): pixels of one image or
+    # rendered page, checked before decoding; cells a spreadsheet sheet spans;
+    # elements and chunks per document; element texts split into pieces of this many
+    # characters; uncompressed MiB of one Office part; address-space cap (MiB) of each
+    # parse process (RLIMIT_AS, 0 = none; measured peaks: hi_res PDF 2.4 GiB, OCR 3.4 GiB)
+    max_image_pixels: int = 89_478_485
+    max_sheet_cells: int = 5_000_000
+    max_elements: int = 200_000
+    max_chunks: int = 20_000
+    max_element_chars: int = 20_000
+    max_part_mb: int = 512
+    parse_memory_mb: int = 6144
     partition_timeout_s: float = 3600.0
     # how long a stage keeps retrying one event through transient outages (broker,
     # S3, PostgreSQL, Milvus, Triton) before its document FAILS "timeout after N s"

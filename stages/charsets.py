@@ -1,0 +1,119 @@
+"""Charset names that mail, HTML and XML declare but Python's codecs lack.
+
+:func:`install` registers a ``codecs`` search function (idempotent) so that
+``codecs.lookup``, ``bytes.decode``, the ``email`` package and every parser built on
+them accept these names.  It is consulted only after Python's own lookup failed.
+
+Covered:
+
+* ISO-8859-6/-8 with the ``-i`` (implicit) and ``-e`` (explicit) directionality
+  suffixes of RFC 1556 (``iso-8859-8-i``, ``ISO_8859-6-E``, ``csISO88598I``...):
+  the bytes are plain ISO-8859-6/8, the suffix only says how to lay out bidi text.
+* :data:`IANA_ALIASES`: IANA registry and WHATWG names with no Python alias, each
+  mapped to the Python codec that decodes the same bytes (a superset where the
+  WHATWG Encoding Standard decodes them so: ``x-sjis`` → ``cp932``,
+  ``ks_c_5601-1987`` → ``cp949``, ``windows-874`` → ``cp874``...).
+* Any name that becomes a known codec once its case, ``_``/``-``/spaces and a
+  leading ``x-``/``cs`` are normalised.
+"""
+from __future__ import annotations
+
+import codecs
+import re
+
+#: lower-case name (after ``_normalise``) -> Python codec name
+IANA_ALIASES: dict[str, str] = {
+    "iso-8859-8-i": "iso8859_8", "iso-8859-8-e": "iso8859_8", "iso88598i": "iso8859_8",
+    "iso88598e": "iso8859_8", "logical": "iso8859_8", "visual": "iso8859_8",
+    "iso-ir-138": "iso8859_8",
+    "iso-8859-6-i": "iso8859_6", "iso-8859-6-e": "iso8859_6", "iso88596i": "iso8859_6",
+    "iso88596e": "iso8859_6", "iso-ir-127": "iso8859_6", "ecma-114": "iso8859_6",
+    "asmo-708": "iso8859_6",
+    "windows-874": "cp874", "x-windows-874": "cp874", "tis-620": "cp874", "iso-8859-11": "cp874",
+    "dos-874": "cp874",
+    "ks_c_5601-1987": "cp949", "ks-c-5601-1987": "cp949", "ks_c_5601-1989": "cp949",
+    "ksc5601": "cp949", "ksc_5601": "cp949", "ks-c5601": "cp949", "windows-949": "cp949",
+    "iso-ir-149": "cp949", "korean": "cp949",
+    "x-sjis": "cp932", "shift-jis": "cp932", "ms_kanji": "cp932", "windows-31j": "cp932",
+    "x-euc-jp": "euc_jp", "x-euc": "euc_jp",
+    "x-gbk": "gbk", "gb_2312": "gbk", "gb2312-80": "gbk", "chinese": "gbk", "csgb2312": "gbk",
+    "x-gb2312": "gbk", "iso-ir-58": "gbk", "gb_2312-80": "gbk",
+    "x-big5": "big5hkscs", "big5-hkscs": "big5hkscs", "cn-big5": "big5hkscs",
+    "x-x-big5": "big5hkscs",
+    "x-mac-roman": "mac_roman", "macintosh": "mac_roman", "mac": "mac_roman",
+    "x-mac-cyrillic": "mac_cyrillic", "x-mac-ukrainian": "mac_cyrillic",
+    "x-mac-greek": "mac_greek", "x-mac-turkish": "mac_turkish", "x-mac-iceland": "mac_iceland",
+    "x-mac-ce": "mac_latin2", "x-mac-centraleurroman": "mac_latin2",
+    "x-user-defined": "latin_1", "x-unknown": "latin_1", "unknown-8bit": "latin_1",
+    "x-cp1250": "cp1250", "x-cp1251": "cp1251", "x-cp1252": "cp1252",
+    "windows-1252": "cp1252", "ansi": "cp1252", "ansi_x3.110-1983": "latin_1",
+    "iso-8859-1-windows-3.0-latin-1": "cp1252", "iso-8859-1-windows-3.1-latin-1": "cp1252",
+    "iso-8859-2-windows-latin-2": "cp1250", "iso-8859-9-windows-latin-5": "cp1254",
+    "unicode-1-1-utf-7": "utf_7", "unicode-2-0-utf-7": "utf_7", "x-unicode20utf7": "utf_7",
+    "unicode-1-1-utf-8": "utf_8", "unicode11utf8": "utf_8", "unicode20utf8": "utf_8",
+    "x-unicode20utf8": "utf_8", "utf8mb4": "utf_8", "utf-8mb4": "utf_8",
+    "unicodefffe": "utf_16_be", "unicodefeff": "utf_16_le", "ucs-2": "utf_16", "iso-10646-ucs-2": "utf_16",
+    "x-utf-16le": "utf_16_le", "x-utf-16be": "utf_16_be",
+    "koi8-ru": "koi8_u", "koi": "koi8_r", "koi8": "koi8_r", "cskoi8r": "koi8_r",
+    "iso-ir-100": "latin_1", "iso-ir-101": "iso8859_2", "iso-ir-109": "iso8859_3",
+    "iso-ir-110": "iso8859_4", "iso-ir-144": "iso8859_5", "iso-ir-126": "iso8859_7",
+    "iso-ir-148": "iso8859_9", "iso-ir-157": "iso8859_10", "iso-ir-226": "iso8859_16",
+    "elot_928": "iso8859_7", "ecma-118": "iso8859_7", "sun_eu_greek": "iso8859_7",
+    "l9": "iso8859_15", "latin-9": "iso8859_15", "latin9": "iso8859_15", "iso_8859-15": "iso8859_15",
+    "csisolatinarabic": "iso8859_6", "csisolatinhebrew": "iso8859_8",
+    "csisolatingreek": "iso8859_7", "csisolatincyrillic": "iso8859_5",
+    "csshiftjis": "cp932", "cseuckr": "cp949", "csbig5": "big5hkscs", "csutf8": "utf_8",
+    "x-iscii-de": "latin_1",
+}
+
+_SUFFIXED = re.compile(r"^iso[-_ ]?8859[-_ ]?(6|8)[-_ ]?(i|e)$")
+_installed = False
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[\s]+", "-", name.strip().strip('"\'').lower())
+
+
+def resolve(name: str) -> str | None:
+    """Python codec name for charset ``name``, or None when nothing matches.
+
+    Tries Python's own lookup first, then the ``-i``/``-e`` suffix rule, then
+    :data:`IANA_ALIASES`, then a loosened spelling (``_``→``-``, no ``x-``/``cs``).
+    """
+    norm = _normalise(name)
+    for candidate in (norm, norm.replace("_", "-")):
+        if candidate in IANA_ALIASES:
+            return IANA_ALIASES[candidate]
+    match = _SUFFIXED.match(norm)
+    if match:
+        return f"iso8859_{match.group(1)}"
+    for candidate in (norm.replace("_", "-"), re.sub(r"^(x-|cs)", "", norm)):
+        if candidate != norm:
+            if candidate in IANA_ALIASES:
+                return IANA_ALIASES[candidate]
+            info = _builtin(candidate)
+            if info is not None:
+                return info.name
+    return None
+
+
+def _builtin(name: str) -> codecs.CodecInfo | None:
+    """Python's own codec for ``name`` (the stdlib ``encodings`` search, never ours)."""
+    import encodings
+
+    return encodings.search_function(name.replace("-", "_"))
+
+
+def _search(name: str) -> codecs.CodecInfo | None:
+    target = resolve(name)
+    if target is None or _normalise(target) == _normalise(name):
+        return None
+    return _builtin(target)
+
+
+def install() -> None:
+    """Register the alias search function with ``codecs`` (idempotent, per process)."""
+    global _installed
+    if not _installed:
+        codecs.register(_search)
+        _installed = True
