@@ -11,7 +11,7 @@ lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index
 SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60).
 Measured on Milvus Lite 3.2 (pymilvus 3.0.2): its analyzers are only "standard"
-(the regex ``\w+`` lowercased) and "jieba" (needs the jieba package; Chinese
+(the regex ``\\w+`` lowercased) and "jieba" (needs the jieba package; Chinese
 words, Hangul split into single characters); "icu" and the other Milvus
 tokenizers are refused.  With "standard", "318,285" is the tokens 318 and 285,
 "SW1A" one token, a space-separated Korean word (eojeol, particles attached) one
@@ -276,6 +276,7 @@ class VectorStore:
         alias = alias_name(project)
         for row in rows:
             row["text"] = row["text"][: TEXT_MAX // 4]  # VARCHAR limit is in bytes (UTF-8 ≤ 4)
+            row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
         rows = list(rows)
         self._call("upsert", lambda c: c.upsert(self._ensure(c, alias), rows, timeout=self.timeout_s))
         return len(rows)
