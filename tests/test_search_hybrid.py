@@ -201,3 +201,18 @@ async def test_breaker_is_process_wide_and_closes_after_reset(reranker_dir, tmp_
     finally:
         srv.stop()
 
+
+
+def test_bench_search_prints_both_latencies(stack):
+    """``ragstream bench search`` at a small scale (the 100 000 case is too slow here)."""
+    import io
+
+    from rich.console import Console
+
+    from bench.search import bench_search
+
+    out = io.StringIO()
+    hybrid, dense = bench_search(2000, Console(file=out, width=200), queries=5)
+    assert len(hybrid.ms) == len(dense.ms) == 5 and min(hybrid.ms + dense.ms) > 0
+    last = out.getvalue().strip().splitlines()[-1]
+    assert last.startswith("hybrid_p95_ms=") and " dense_p95_ms=" in last and " ratio=" in last, last
