@@ -7,6 +7,13 @@ one ordering.  With a healthy reranker it orders by the cross-encoder score of
 it orders by reciprocal rank fusion — score = Σ over rankings of 1 / (60 + rank),
 rank counted from 1 (Cormack et al. 2009, k = 60) — and says so in the result
 (``reranked=False`` with ``fallback_reason``).
+
+The breaker is process-wide (purgatory's in-memory ``AsyncCircuitBreakerFactory``,
+one circuit per Triton address and model): a search builds a new
+:class:`TritonReranker` per request, and the failures of earlier requests still
+count, so once the reranker has failed ``failure_threshold`` times in a row every
+later request falls back at once, until ``reset_timeout_s`` has passed; then calls
+go through again (half-open): a success closes the circuit, a failure opens it again.
 """
 from __future__ import annotations
 
@@ -17,6 +24,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 from prometheus_client import Counter, Histogram
+from purgatory import AsyncCircuitBreakerFactory
+from purgatory.domain.model import OpenedState
 
 RRF_K = 60
 
@@ -34,67 +43,60 @@ class CircuitOpen(RuntimeError):
     """The breaker is open: the reranker is not called until ``reset_timeout_s`` passes."""
 
 
-class CircuitBreaker:
-    """Closed → open after ``failure_threshold`` consecutive tripping failures; open →
-    half-open after ``reset_timeout_s`` seconds, where one trial call is let through:
-    success closes the breaker, failure opens it again.  Non-tripping errors (bad
-    input, model errors) pass through without counting.  Time from
-    ``time.monotonic`` (seconds)."""
-
-    def __init__(self, failure_threshold: int = 3, reset_timeout_s: float = 10.0) -> None:
-        self.failure_threshold = failure_threshold
-        self.reset_timeout_s = reset_timeout_s
-        self.failures = 0
-        self.opened_at: float | None = None
-        self._trial_in_flight = False
-
-    @property
-    def state(self) -> str:
-        """"closed", "open" or "half-open"."""
-        if self.opened_at is None:
-            return "closed"
-        if time.monotonic() - self.opened_at >= self.reset_timeout_s:
-            return "half-open"
-        return "open"
-
-    def before_call(self) -> None:
-        """Raise :class:`CircuitOpen` unless a call may go through now."""
-        state = self.state
-        if state == "open" or (state == "half-open" and self._trial_in_flight):
-            raise CircuitOpen(f"reranker circuit open ({self.failures} failures)")
-        if state == "half-open":
-            self._trial_in_flight = True
-
-    def record_success(self) -> None:
-        self.failures, self.opened_at, self._trial_in_flight = 0, None, False
-
-    def record_failure(self) -> None:
-        self.failures += 1
-        self._trial_in_flight = False
-        if self.opened_at is not None or self.failures >= self.failure_threshold:
-            self.opened_at = time.monotonic()
-
-
 def _status(exc: BaseException) -> str | None:
     status = getattr(exc, "status", None)
     return status() if callable(status) else status
 
 
+def trips(exc: BaseException) -> bool:
+    """True for failures that count against the breaker: a timeout, a cancelled call
+    (the caller's deadline passed first), or gRPC UNAVAILABLE / RESOURCE_EXHAUSTED /
+    DEADLINE_EXCEEDED.  Other errors (bad input, model errors) do not count."""
+    return isinstance(exc, (asyncio.TimeoutError, asyncio.CancelledError)) or _status(exc) in TRIPPING
+
+
+#: the process-wide breakers, one circuit per reranker endpoint (in memory)
+BREAKERS = AsyncCircuitBreakerFactory(default_threshold=3, default_ttl=10.0,
+                                      exclude=[(BaseException, lambda exc: not trips(exc))])
+
+
+async def breaker_state(circuit: str) -> str:
+    """``"closed"``, ``"open"`` or ``"half-open"`` (open, reset timeout passed: the
+    next call goes through) of the process-wide circuit ``circuit``; "closed" for
+    one never used."""
+    async with BREAKERS.uow as uow:
+        ctx = await uow.contexts.get(circuit)
+    if ctx is None or ctx.state == "closed":
+        return "closed"
+    if ctx.state == "opened" and time.time() <= (ctx.opened_at or 0.0) + ctx.ttl:
+        return "open"
+    return "half-open"
+
+
 class TritonReranker:
     """Scores (query, passage) pairs with the Triton ``reranker`` model over gRPC.
 
-    ``url``: Triton gRPC ``host:port``; ``timeout_s``: deadline per call (seconds);
-    the breaker trips on timeouts, UNAVAILABLE and RESOURCE_EXHAUSTED.  The gRPC
-    client is created lazily in the running loop.  ``score()`` raises
+    ``url``: Triton gRPC ``host:port``; ``timeout_s``: deadline per call (seconds).
+    Calls pass the process-wide breaker ``circuit`` (default ``"reranker:{url}/{model}"``,
+    shared by every instance for that endpoint): it opens after ``failure_threshold``
+    consecutive :func:`trips` failures and lets calls through again after
+    ``reset_timeout_s`` seconds (both fixed by the first instance using that circuit).
+    The gRPC client is created lazily in the running loop.  ``score()`` raises
     :class:`CircuitOpen`, ``asyncio.TimeoutError`` or tritonclient's
     ``InferenceServerException``.
     """
 
     def __init__(self, url: str = "127.0.0.1:18001", model: str = "reranker", *,
-                 timeout_s: float = 2.0, breaker: CircuitBreaker | None = None) -> None:
+                 timeout_s: float = 2.0, failure_threshold: int = 3, reset_timeout_s: float = 10.0,
+                 circuit: str | None = None) -> None:
         self.url, self.model, self.timeout_s = url, model, timeout_s
-        self.breaker = breaker or CircuitBreaker()
+        self.failure_threshold, self.reset_timeout_s = failure_threshold, reset_timeout_s
+        self.circuit = circuit or f"reranker:{url}/{model}"
         self._client = None
+
+    async def breaker_state(self) -> str:
+        """This endpoint's circuit: "closed", "open" or "half-open"."""
+        return await breaker_state(self.circuit)
 
     @classmethod
     def from_settings(cls, settings) -> "TritonReranker":
@@ -106,7 +108,6 @@ class TritonReranker:
         """float32 (n,) relevance logits, one per passage (higher = more relevant)."""
         if not passages:
             return np.zeros(0, dtype=np.float32)
-        self.breaker.before_call()
         import tritonclient.grpc.aio as grpcclient
 
         if self._client is None:
@@ -116,21 +117,15 @@ class TritonReranker:
         q.set_data_from_numpy(np.array([[query.encode()]] * n, dtype=np.object_))
         p = grpcclient.InferInput("PASSAGE", [n, 1], "BYTES")
         p.set_data_from_numpy(np.array([[t.encode()] for t in passages], dtype=np.object_))
+        breaker = await BREAKERS.get_breaker(self.circuit, self.failure_threshold, self.reset_timeout_s)
         t0 = time.perf_counter()
         try:
-            result = await asyncio.wait_for(
-                self._client.infer(self.model, [q, p], client_timeout=self.timeout_s),
-                self.timeout_s + 0.5)
-        except asyncio.TimeoutError:
-            self.breaker.record_failure()
-            raise
-        except Exception as exc:
-            if _status(exc) in TRIPPING:
-                self.breaker.record_failure()
-            else:
-                self.breaker._trial_in_flight = False
-            raise
-        self.breaker.record_success()
+            async with breaker:
+                result = await asyncio.wait_for(
+                    self._client.infer(self.model, [q, p], client_timeout=self.timeout_s),
+                    self.timeout_s + 0.5)
+        except OpenedState as exc:
+            raise CircuitOpen(f"reranker circuit open ({exc})") from None
         RERANK_LATENCY.observe(time.perf_counter() - t0)
         return result.as_numpy("SCORE").reshape(-1).astype(np.float32)
 

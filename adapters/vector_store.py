@@ -6,6 +6,19 @@ Primary key: the chunk id ``{document_id}:{version}:{index}`` — upserts are
 idempotent.  Index: FLAT with inner product (vectors are L2-normalised, so IP is
 cosine); FLAT keeps full top-k under selective filters (DESIGN.md).
 
+Full-text search: ``text`` is analyzed (``ANALYZER``: the "standard" tokenizer +
+lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index
+SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
+runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60).
+Measured on Milvus Lite 3.2 (pymilvus 3.0.2): its analyzers are only "standard"
+(the regex ``\\w+`` lowercased) and "jieba" (needs the jieba package; Chinese
+words, Hangul split into single characters); "icu" and the other Milvus
+tokenizers are refused.  With "standard", "318,285" is the tokens 318 and 285,
+"SW1A" one token, a space-separated Korean word (eojeol, particles attached) one
+token, and an unspaced run of CJK ideographs one token (so a sub-word of it does
+not match).  Collections made before the sparse field existed still answer:
+hybrid search falls back to dense only and says why.
+
 The synchronous MilvusClient is used (AsyncMilvusClient's create_collection with
 index params raises UNIMPLEMENTED on Milvus Lite, DESIGN.md); every call runs in a
 thread so it never blocks the event loop.
@@ -35,10 +48,11 @@ import asyncio
 import logging
 import re
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 import grpc
-from pymilvus import DataType, MilvusClient, MilvusException
+from pymilvus import AnnSearchRequest, DataType, Function, FunctionType, MilvusClient, MilvusException, RRFRanker
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 log = logging.getLogger(__name__)
@@ -46,8 +60,23 @@ T = TypeVar("T")
 
 DIM = 384  # all-MiniLM-L6-v2
 TEXT_MAX = 65535
+SPARSE = "text_sparse"  # BM25 sparse vector, a Function output fed from ``text``
+ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
+RRF_K = 60
 OUTPUT_FIELDS = ["chunk_id", "document_id", "version", "chunk_index", "page_number",
                  "element_types", "filename", "project", "category", "text"]
+
+
+@dataclass
+class HybridHits:
+    """What :meth:`VectorStore.hybrid_search_sync` found: ``hits`` best first (the
+    Milvus fields + ``score``: RRF score Σ 1/(60 + rank) when hybrid, else cosine;
+    ``dense_score``: cosine of query and chunk); ``rankers``: ``["dense", "bm25",
+    "rrf"]`` or ``["dense"]``; ``fallback_reason``: why it was dense only."""
+
+    hits: list[dict[str, Any]]
+    rankers: list[str]
+    fallback_reason: Optional[str] = None
 
 
 class InvalidProjectName(ValueError):
@@ -128,6 +157,7 @@ class VectorStore:
         self.connect_timeout_s = connect_timeout_s
         self._client: Optional[MilvusClient] = None
         self._ready: set[str] = set()
+        self._bm25: dict[str, bool] = {}  # alias → its collection has the BM25 field
         self._lock = threading.Lock()
         self.reconnects = 0  # how many times a broken connection was dropped
 
@@ -157,6 +187,7 @@ class VectorStore:
             else:
                 client = None
             self._ready.clear()
+            self._bm25.clear()
         if client is not None:
             try:
                 client.close()
@@ -223,12 +254,19 @@ class VectorStore:
                 schema.add_field("filename", DataType.VARCHAR, max_length=1024)
                 schema.add_field("project", DataType.VARCHAR, max_length=64)
                 schema.add_field("category", DataType.VARCHAR, max_length=128)
-                schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX)
+                schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX,
+                                 enable_analyzer=True, analyzer_params=ANALYZER)
+                schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
+                schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
+                                             input_field_names=["text"], output_field_names=[SPARSE]))
                 index = client.prepare_index_params()
                 index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
+                index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
                 client.create_collection(physical, schema=schema, index_params=index)
             client.create_alias(physical, alias)
         client.load_collection(alias, timeout=self.timeout_s)
+        fields = client.describe_collection(alias, timeout=self.timeout_s).get("fields", [])
+        self._bm25[alias] = any(f.get("name") == SPARSE for f in fields)
         self._ready.add(alias)
         return alias
 
@@ -238,6 +276,7 @@ class VectorStore:
         alias = alias_name(project)
         for row in rows:
             row["text"] = row["text"][: TEXT_MAX // 4]  # VARCHAR limit is in bytes (UTF-8 ≤ 4)
+            row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
         rows = list(rows)
         self._call("upsert", lambda c: c.upsert(self._ensure(c, alias), rows, timeout=self.timeout_s))
         return len(rows)
@@ -260,6 +299,13 @@ class VectorStore:
         self._call("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     # -- reads ------------------------------------------------------------------------
+    def flush_sync(self, project: str) -> None:
+        """Seal the collection's in-memory rows into segments.  Milvus Lite rebuilds
+        the indexes of unsealed rows (its memtable, up to 128 MB) at every search;
+        sealed segments keep theirs (bench/search.py measures both)."""
+        alias = alias_name(project)
+        self._call("flush", lambda c: c.flush(self._ensure(c, alias), timeout=self.timeout_s))
+
     def count_sync(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         """Number of chunks stored for a document (optionally one version)."""
         alias = alias_name(project)
@@ -293,6 +339,42 @@ class VectorStore:
             hits.append(entity)
         return hits
 
+    def hybrid_search_sync(self, project: str, vector: Sequence[float], query: str, k: int = 5,
+                           filter: str = "") -> HybridHits:
+        """Top-``k`` chunks by dense ANN (cosine) and BM25 over ``text``, each limited
+        to ``k`` and narrowed by the same ``filter``, fused by Milvus's RRFRanker(60).
+        Dense only (``fallback_reason`` says why) when the collection has no BM25
+        field (old schema) or ``query`` has no word token.  Every hit carries
+        ``dense_score`` (the inner product of ``vector`` and the chunk's vector, the
+        cosine; Milvus's hybrid search returns only the fused score)."""
+        alias = alias_name(project)
+        reason = None
+        if not self._call("describe", lambda c: self._bm25.get(self._ensure(c, alias), False)):
+            reason = f"collection {alias} has no BM25 field (made before hybrid search): dense only"
+        elif not re.search(r"\w", query):
+            reason = "query has no word to match: dense only"
+        if reason is not None:
+            hits = self.search_sync(project, vector, k, filter)
+            for h in hits:
+                h["dense_score"] = h["score"]
+            return HybridHits(hits, ["dense"], reason)
+        q = [float(x) for x in vector]
+        requests = [AnnSearchRequest(data=[q], anns_field="vector", param={"metric_type": "IP"}, limit=k,
+                                     expr=filter or None),
+                    AnnSearchRequest(data=[query], anns_field=SPARSE, param={"metric_type": "BM25"}, limit=k,
+                                     expr=filter or None)]
+        res = self._call("hybrid_search", lambda c: c.hybrid_search(
+            self._ensure(c, alias), requests, RRFRanker(RRF_K), limit=k,
+            output_fields=OUTPUT_FIELDS + ["vector"], timeout=self.timeout_s))
+        hits = []
+        for hit in res[0] if res else []:
+            entity = dict(hit.get("entity", {}))
+            vec = entity.pop("vector", None) or []
+            entity["score"] = float(hit.get("distance", 0.0))
+            entity["dense_score"] = float(sum(a * b for a, b in zip(q, vec)))
+            hits.append(entity)
+        return HybridHits(hits, ["dense", "bm25", "rrf"])
+
     # -- async wrappers (run in a thread) -------------------------------------------------
     async def upsert(self, project: str, rows: Sequence[dict[str, Any]]) -> int:
         return await asyncio.to_thread(self.upsert_sync, project, rows)
@@ -312,3 +394,7 @@ class VectorStore:
     async def search(self, project: str, vector: Sequence[float], k: int = 5,
                      filter: str = "") -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.search_sync, project, vector, k, filter)
+
+    async def hybrid_search(self, project: str, vector: Sequence[float], query: str, k: int = 5,
+                            filter: str = "") -> HybridHits:
+        return await asyncio.to_thread(self.hybrid_search_sync, project, vector, query, k, filter)

@@ -82,3 +82,14 @@ def parse(corpus: Path = typer.Option(..., exists=True, file_okay=False, help="f
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
+
+
+@bench_app.command("search")
+def search(chunks: int = typer.Option(100_000, help="synthetic chunks inserted into a scratch project"),
+           queries: int = typer.Option(50, help="timed searches of each kind"),
+           window: int = typer.Option(20, help="candidates per search (20: a k=5 search)"),
+           flush: bool = typer.Option(True, help="seal the rows into segments before timing")) -> None:
+    """p50/p95 latency of hybrid (dense + BM25, RRF) vs dense-only search, same collection, same run."""
+    from bench.search import bench_search
+
+    bench_search(chunks, Console(), queries=queries, window=window, flush=flush)

@@ -1,11 +1,13 @@
 """``ragstream search "query"``: a project's top-k chunks with score, file, page and
-text, and whether the cross-encoder reranked them (the search itself is
-:func:`search.query.search`).
+text, the rankings that ran and whether the cross-encoder reranked them (the search
+itself is :func:`search.query.search`); ``--json`` prints one JSON object instead
+(:func:`result_json`), and ``--category/--document/--page-from/--page-to`` narrow it.
 """
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import json
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -24,16 +26,46 @@ def print_hits(hits: list[dict[str, Any]], console: Console) -> None:
     console.print(table)
 
 
+def result_json(query: str, project: str, k: int, result) -> dict[str, Any]:
+    """A :class:`search.query.SearchResult` as one JSON-ready object: ``query``,
+    ``project``, ``k``, ``rankers``, ``reranked``, ``fallback_reason`` and ``hits``
+    (each: ``chunk_id``, ``document_id``, ``version``, ``filename``, ``page_number``,
+    ``element_types`` as a list, ``category``, ``text``, ``score``, ``dense_score``)."""
+    hits = [{"chunk_id": h["chunk_id"], "document_id": h["document_id"], "version": int(h["version"]),
+             "filename": h["filename"], "page_number": int(h["page_number"]),
+             "element_types": [t for t in str(h.get("element_types", "")).split(",") if t],
+             "category": h.get("category"), "text": h["text"], "score": float(h["score"]),
+             "dense_score": None if h.get("dense_score") is None else float(h["dense_score"])}
+            for h in result.hits]
+    return {"query": query, "project": project, "k": k, "rankers": list(result.rankers),
+            "reranked": bool(result.reranked), "fallback_reason": result.fallback_reason, "hits": hits}
+
+
 def register(app: typer.Typer, console: Console) -> None:
     """Add ``search`` to the main ``ragstream`` command."""
 
     @app.command()
     def search(query: str, project: str = typer.Option("default", "--project", "-p"),
-               k: int = typer.Option(5, "-k")) -> None:
-        """Search a project's chunks; prints score, document, page and text."""
-        from search.query import search as run_search
+               k: int = typer.Option(5, "-k"),
+               as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+               category: Optional[str] = typer.Option(None, "--category", "-c", help="only this category"),
+               document: Optional[str] = typer.Option(None, "--document", help="only this document id"),
+               page_from: Optional[int] = typer.Option(None, "--page-from", min=1, help="first page (inclusive)"),
+               page_to: Optional[int] = typer.Option(None, "--page-to", min=1, help="last page (inclusive)"),
+               mode: str = typer.Option("hybrid", "--mode", help="hybrid (dense + BM25) or dense")) -> None:
+        """Search a project's chunks (dense + BM25, reranked when a cross-encoder is
+        configured); prints score, document, page and text, or JSON with --json."""
+        from search.query import SearchFilters, search as run_search
 
-        result = asyncio.run(run_search(query, project=project, k=k, settings=get_settings()))
+        if mode not in ("hybrid", "dense"):
+            typer.echo(f"error: --mode must be hybrid or dense, not {mode!r}", err=True)
+            raise typer.Exit(code=2)
+        filters = SearchFilters(category=category, document_id=document, page_from=page_from, page_to=page_to)
+        result = asyncio.run(run_search(query, project=project, k=k, settings=get_settings(),
+                                        filters=filters, mode=mode))
+        if as_json:
+            typer.echo(json.dumps(result_json(query, project, k, result), ensure_ascii=False))
+            return
         print_hits(result.hits, console)
-        console.print("reranked by the cross-encoder" if result.reranked
-                      else f"not reranked ({result.fallback_reason}): reciprocal rank fusion of dense + lexical")
+        how = " + ".join(result.rankers)
+        console.print(f"ranked by {how}" + (f" ({result.fallback_reason})" if result.fallback_reason else ""))

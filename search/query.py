@@ -1,32 +1,32 @@
-"""Semantic search over a project's chunks, with reranking.
+"""Hybrid search over a project's chunks, with reranking.
 
-1. Dense retrieval: embed the query (Triton's ``embedder_online`` model: max batch
-   32, 2 ms queue delay, with a short deadline; the in-process ONNX embedder — the
-   same graph, cosine ≥ 0.999999 — when Triton does not answer), take the top
-   ``max(4k, 20)`` chunks from Milvus, keeping only chunks of each document's
-   CURRENT version — its newest COMPLETED version not deleted, from the ledger —
-   so a superseded, failed, deleted or still-running version is never returned
-   (the candidate window doubles, up to ``MAX_CANDIDATES``, until k remain).
-2. A lexical ranking of those candidates (query-term overlap, IDF-weighted within
-   the candidate set).
-3. The cross-encoder reranker on Triton orders the candidates when its weights are
-   configured and it answers within its deadline; otherwise reciprocal rank fusion
-   (score = Σ 1/(60 + rank)) of the dense and lexical rankings does, and the result
+1. Candidates: embed the query (Triton's ``embedder_online`` model: max batch 32,
+   2 ms queue delay, with a short deadline; the in-process ONNX embedder — the same
+   graph, cosine ≥ 0.999999 — when Triton does not answer), then one Milvus hybrid
+   search (adapters/vector_store.py ``hybrid_search``): dense ANN (cosine) and BM25
+   over the chunk text, both narrowed by the same filter expression
+   (:class:`SearchFilters`), fused in Milvus by reciprocal rank fusion (score =
+   Σ 1/(60 + rank)).  So a chunk the dense ranking misses — an exact name, a figure
+   like "318,285", a postcode — is still found by its words.  The top
+   ``max(4k, 20)`` are kept when they belong to each document's CURRENT version —
+   its newest COMPLETED version not deleted, from the ledger — so a superseded,
+   failed, deleted or still-running version is never returned (the window doubles,
+   up to ``MAX_CANDIDATES``, until enough remain).  ``mode="dense"`` (benchmarks)
+   and collections made before the BM25 field existed use dense ANN only; the
+   result says so (``rankers``, ``fallback_reason``).
+2. The cross-encoder reranker on Triton orders the candidates when its weights are
+   configured and it answers within its deadline (adapters/reranker.py, behind a
+   process-wide circuit breaker); otherwise the fused order stands, and the result
    says it was not reranked and why.
 """
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.vector_store import VectorStore
+from adapters.vector_store import HybridHits, VectorStore
 from streams.settings import Settings
-
-TOKEN = re.compile(r"\w+", re.UNICODE)
-
 
 @dataclass(frozen=True)
 class SearchFilters:
@@ -62,9 +62,10 @@ class SearchFilters:
 @dataclass
 class SearchResult:
     """``hits`` best first (Milvus fields + ``score``: cross-encoder logit when
-    ``reranked``, else RRF score; ``dense_score``: cosine); ``fallback_reason`` when
-    not reranked; ``rankers``: which rankings ran, in order (e.g. ``["dense",
-    "lexical", "rrf"]`` or ``[..., "cross-encoder"]``)."""
+    ``reranked``, else the RRF score of dense + BM25, or the cosine when dense only;
+    ``dense_score``: cosine); ``fallback_reason``: why not reranked and/or why dense
+    only ("; "-joined), None when neither; ``rankers``: which rankings ran, in order
+    (``["dense", "bm25", "rrf"]``, ``["dense"]``, either + ``"cross-encoder"``)."""
 
     hits: list[dict[str, Any]]
     reranked: bool
@@ -72,17 +73,6 @@ class SearchResult:
     candidates: int = 0
     extra: dict = field(default_factory=dict)
     rankers: list[str] = field(default_factory=list)
-
-
-def lexical_ranking(query: str, candidates: list[dict[str, Any]]) -> list[str]:
-    """Candidate chunk ids by IDF-weighted query-term overlap (ties: dense order)."""
-    terms = {t.lower() for t in TOKEN.findall(query)}
-    docs = [{t.lower() for t in TOKEN.findall(c["text"])} for c in candidates]
-    n = len(docs)
-    idf = {t: math.log(1 + n / (1 + sum(t in d for d in docs))) for t in terms}
-    scored = [(sum(idf[t] for t in terms if t in d), -i, c["chunk_id"])
-              for i, (c, d) in enumerate(zip(candidates, docs))]
-    return [cid for *_, cid in sorted(scored, reverse=True)]
 
 
 def reranker_weights_present(settings: Settings) -> bool:
@@ -95,26 +85,33 @@ def reranker_weights_present(settings: Settings) -> bool:
 MAX_CANDIDATES = 1024
 
 
-async def current_candidates(vector: list[float], *, project: str, want: int,
-                             settings: Settings, filters: SearchFilters | None = None
-                             ) -> list[dict[str, Any]]:
-    """Up to ``want`` dense candidates (best first) that belong to their document's
-    current version (adapters/version_ledger.py ``current_versions``) and pass
-    ``filters``."""
+async def current_candidates(vector: list[float], query: str, *, project: str, want: int,
+                             settings: Settings, filters: SearchFilters | None = None,
+                             mode: str = "hybrid") -> HybridHits:
+    """Up to ``want`` candidates (best first; ``mode`` "hybrid": dense + BM25 fused
+    by RRF, "dense": dense ANN only) that belong to their document's current version
+    (adapters/version_ledger.py ``current_versions``) and pass ``filters``."""
     from adapters.metadata import Metadata
 
+    if mode not in ("hybrid", "dense"):
+        raise ValueError(f"mode must be 'hybrid' or 'dense', not {mode!r}")
     store = VectorStore(settings.milvus_uri)
+    expr = filters.milvus_expr() if filters else ""
     limit = want
     try:
         async with Metadata(settings.pg_dsn) as metadata:
             while True:
-                hits = await store.search(project, vector, k=limit,
-                                          filter=filters.milvus_expr() if filters else "")
+                if mode == "hybrid":
+                    found = await store.hybrid_search(project, vector, query, k=limit, filter=expr)
+                else:
+                    hits = await store.search(project, vector, k=limit, filter=expr)
+                    found = HybridHits([{**h, "dense_score": h["score"]} for h in hits], ["dense"])
+                hits = found.hits
                 current = await metadata.ledger.current_versions(
                     sorted({h["document_id"] for h in hits}))
                 kept = [h for h in hits if current.get(h["document_id"]) == h["version"]]
                 if len(kept) >= want or len(hits) < limit or limit >= MAX_CANDIDATES:
-                    return kept[:want]
+                    return HybridHits(kept[:want], found.rankers, found.fallback_reason)
                 limit = min(limit * 2, MAX_CANDIDATES)
     finally:
         store.close()
@@ -146,32 +143,41 @@ async def embed_query(query: str, settings: Settings) -> tuple[Any, str]:
 
 
 async def search(query: str, *, project: str, k: int, settings: Settings,
-                 rerank_results: bool = True, filters: SearchFilters | None = None) -> SearchResult:
-    """Top-``k`` chunks for ``query`` in ``project`` narrowed by ``filters`` (see the
-    module docstring)."""
+                 rerank_results: bool = True, filters: SearchFilters | None = None,
+                 mode: str = "hybrid") -> SearchResult:
+    """Top-``k`` chunks for ``query`` in ``project`` narrowed by ``filters``; ``mode``
+    "hybrid" (default: dense + BM25) or "dense" (see the module docstring).  Raises
+    ValueError for another mode."""
     from adapters.reranker import TritonReranker, rerank
 
     vector, query_embedder = await embed_query(query, settings)
-    candidates = await current_candidates(vector.tolist(), project=project,
-                                          want=max(4 * k, 20), settings=settings, filters=filters)
+    found = await current_candidates(vector.tolist(), query, project=project, want=max(4 * k, 20),
+                                     settings=settings, filters=filters, mode=mode)
+    candidates = found.hits
     if not candidates:
-        return SearchResult([], False, "no candidates", rankers=["dense"])
+        return SearchResult([], False, _reasons("no candidates", found.fallback_reason),
+                            rankers=found.rankers)
     by_id = {c["chunk_id"]: c for c in candidates}
-    for c in candidates:
-        c["dense_score"] = c["score"]
-    rankings = [[c["chunk_id"] for c in candidates], lexical_ranking(query, candidates)]
     reranker = None
     if rerank_results and reranker_weights_present(settings):
         reranker = TritonReranker.from_settings(settings)
     try:
-        result = await rerank(query, rankings, {i: c["text"] for i, c in by_id.items()}, reranker,
+        # one ranking (already fused): without the cross-encoder its order stands
+        result = await rerank(query, [list(by_id)], {i: c["text"] for i, c in by_id.items()}, reranker,
                               deadline_s=settings.reranker_timeout_s, top_k=k)
     finally:
         if reranker is not None and hasattr(reranker, "close"):
             await reranker.close()
-    hits = []
-    for cid, score in zip(result.ids, result.scores):
-        hits.append({**by_id[cid], "score": float(score)})
-    rankers = ["dense", "lexical"] + (["cross-encoder"] if result.reranked else ["rrf"])
-    return SearchResult(hits, result.reranked, result.fallback_reason, len(candidates),
-                        {"query_embedder": query_embedder, "latency_s": result.latency_s}, rankers)
+    if result.reranked:
+        hits = [{**by_id[cid], "score": float(score)} for cid, score in zip(result.ids, result.scores)]
+    else:
+        hits = [by_id[cid] for cid in result.ids]  # keep Milvus's fused (or cosine) score
+    rankers = found.rankers + (["cross-encoder"] if result.reranked else [])
+    return SearchResult(hits, result.reranked, _reasons(result.fallback_reason, found.fallback_reason),
+                        len(candidates), {"query_embedder": query_embedder, "latency_s": result.latency_s,
+                                          "mode": mode}, rankers)
+
+
+def _reasons(*reasons: str | None) -> str | None:
+    """The given reasons joined by "; ", or None when there are none."""
+    return "; ".join(r for r in reasons if r) or None

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adapters.reranker import CircuitBreaker, TritonReranker, rerank, rrf
+from adapters.reranker import TritonReranker, rerank, rrf
 from streams.settings import Settings
 from devstack.triton import TritonServer
 from test_triton import _free_ports  # tests/ is on sys.path (rootdir-relative import mode)
@@ -38,31 +38,14 @@ def test_rrf_formula():
     assert [i for i, _ in rrf(RANKINGS)][:2] == ["a", "c"]
 
 
-def test_breaker_states():
-    br = CircuitBreaker(failure_threshold=2, reset_timeout_s=0.2)
-    br.record_failure()
-    assert br.state == "closed"
-    br.record_failure()
-    assert br.state == "open"
-    time.sleep(0.25)
-    assert br.state == "half-open"
-    br.before_call()  # the trial
-    br.record_failure()
-    assert br.state == "open"
-    time.sleep(0.25)
-    br.before_call()
-    br.record_success()
-    assert br.state == "closed"
-
-
 async def test_reranks_through_triton_then_falls_back(reranker_dir, tmp_path):
     http, grpc, metrics = _free_ports(3)
     settings = Settings(triton_http_port=http, triton_grpc_port=grpc, triton_metrics_port=metrics,
                         data_dir=tmp_path, triton_threads=1, triton_models="reranker",
                         reranker_dir=reranker_dir)
     srv = TritonServer(settings).start(timeout_s=120)
-    rr = TritonReranker.from_settings(settings)
-    rr.breaker = CircuitBreaker(failure_threshold=2, reset_timeout_s=30)
+    rr = TritonReranker(f"127.0.0.1:{grpc}", timeout_s=settings.reranker_timeout_s, failure_threshold=2,
+                        reset_timeout_s=30, circuit=f"test-reranker-{grpc}")
     try:
         scores = await rr.score("what scales the workers?", list(DOCS.values()))
         assert scores.shape == (4,) and scores.dtype == np.float32 and np.isfinite(scores).all()
@@ -79,7 +62,7 @@ async def test_reranks_through_triton_then_falls_back(reranker_dir, tmp_path):
     assert res.ids == [i for i, _ in rrf(RANKINGS)]
     assert time.monotonic() - t0 < 2.5
     await rerank("q", RANKINGS, DOCS, rr, deadline_s=2.0)  # second failure opens it
-    assert rr.breaker.state == "open"
+    assert await rr.breaker_state() == "open"
     res = await rerank("q", RANKINGS, DOCS, rr)
     assert not res.reranked and "circuit open" in res.fallback_reason and res.latency_s < 0.1
     await rr.close()
