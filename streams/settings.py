@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     embed_batch_within_s: float = 0.2
     index_max_batch: int = 256
     index_batch_within_s: float = 0.5
+    # seconds between Milvus flushes of a project's new rows (agents/index.py
+    # TrailingFlush; unsealed rows make hybrid search ~25x slower on Milvus Lite); -1 = never
+    index_flush_interval_s: float = 5.0
     # processes in the blocking-work pool (stages/pool.py) of one worker, shared by
     # its normalize, partition and chunk agents.  1 by default: a parse process
     # holds a parser's models (hundreds of MB) and uses a core; scale out with more
