@@ -88,7 +88,7 @@ def _element_types(value: object) -> list[str]:
 async def search_route(body: SearchRequest, key_project: str = Depends(require_project),
                        state: ApiState = Depends(get_state)) -> SearchResponse:
     """Top-``k`` chunks of the key's project for ``query`` (current versions only)."""
-    from search.query import SearchFilters, search
+    from search.query import SearchClients, SearchFilters, search
 
     if body.project is not None and body.project != key_project:
         raise HTTPException(403, f"this API key is not valid for project {body.project!r}")
@@ -96,7 +96,7 @@ async def search_route(body: SearchRequest, key_project: str = Depends(require_p
                             page_from=body.page_from, page_to=body.page_to)
     start = time.perf_counter()
     result = await search(body.query, project=key_project, k=body.k, settings=state.settings,
-                          filters=filters)
+                          filters=filters, clients=SearchClients(state.metadata, state.vectors))
     ms = (time.perf_counter() - start) * 1000
     hits = [SearchHit(document_id=h["document_id"], version=int(h["version"]),
                       filename=h.get("filename") or "", page_number=h.get("page_number"),

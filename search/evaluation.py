@@ -165,12 +165,22 @@ async def evaluate(questions: list[Question], *, project: str, k: int,
                    settings: Settings) -> list[Outcome]:
     """Run :func:`search.query.search` once per question (sequentially, so latencies
     are per query) and rank each question's evidence in the top ``k`` hits."""
-    from search.query import search
+    from adapters.metadata import Metadata
+    from adapters.vector_store import VectorStore
+    from search.query import SearchClients, search
 
     out = []
-    for q in questions:
-        start = time.perf_counter()
-        result = await search(q.question, project=project, k=k, settings=settings)
-        ms = (time.perf_counter() - start) * 1000
-        out.append(Outcome(q, rank_of(q, result.hits), ms, [h.get("filename", "") for h in result.hits]))
+    vectors = VectorStore(settings.milvus_uri)
+    try:
+        async with Metadata(settings.pg_dsn) as metadata:
+            clients = SearchClients(metadata, vectors)  # open once, as a serving process does
+            for q in questions:
+                start = time.perf_counter()
+                result = await search(q.question, project=project, k=k, settings=settings,
+                                      clients=clients)
+                ms = (time.perf_counter() - start) * 1000
+                out.append(Outcome(q, rank_of(q, result.hits), ms,
+                                   [h.get("filename", "") for h in result.hits]))
+    finally:
+        vectors.close()
     return out
