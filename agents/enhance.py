@@ -8,7 +8,10 @@ image crops read from object storage): the summary is stored on the chunk
 (``summary``) and put before the rendering in ``embed_text``, cut to the embedder's
 word-piece limit (``stages.enhance.with_summary``).  A model that stays unavailable
 after its retries never fails the document: the chunk goes on with the deterministic
-rendering and ``enrichment = {"vlm": "failed", "reason": ...}``.
+rendering and ``enrichment = {"vlm": "failed", "reason": ...}``.  An image chunk's
+own text is only a placeholder ("Image on page N") or OCR, so its summary is also put
+before that text in ``text`` (what the index stores, the lexical ranking and the
+reranker read); a table keeps its text.
 """
 from __future__ import annotations
 
@@ -75,7 +78,8 @@ async def enrich(ctx: StageContext, chunk: Chunk, rendering: str) -> Chunk:
             "vlm": "failed", "reason": exc.reason, "attempts": exc.attempts})
     summary = cut_words(answer.text, SUMMARY_WORDS)
     embed = with_summary(summary, rendering, ctx.settings.embedder_max_tokens, count_word_pieces)
-    return chunk.derive(embed_text=embed, summary=summary, enrichment={
+    text = f"{summary}\n\n{chunk.text}" if kind == "image" else chunk.text
+    return chunk.derive(text=text, embed_text=embed, summary=summary, enrichment={
         "vlm": "ok", "model": answer.model, "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": answer.completion_tokens, "seconds": round(answer.seconds, 3)})
 
