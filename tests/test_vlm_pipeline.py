@@ -100,9 +100,13 @@ async def _enhanced(bootstrap: str, document_id: str, total: int, timeout_s: flo
 
 
 def _metric(name: str, **labels) -> float:
+    """A metric of the worker's enhance process (each stage is a process of its own)."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    body = urllib.request.urlopen(f"http://127.0.0.1:{WORKER_METRICS_PORT}/metrics", timeout=5).read()
+    from streams.worker import stage_metrics_port
+
+    port = stage_metrics_port(WORKER_METRICS_PORT, "enhance")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     total = 0.0
     for family in text_string_to_metric_families(body.decode()):
         for s in family.samples:
