@@ -29,6 +29,26 @@ def elements_key(project: str, document_id: str, version: int, part: int) -> str
     return f"{work_prefix(project, document_id, version)}elements-{part:04d}.json"
 
 
+def image_key(project: str, document_id: str, version: int, part: int, n: int, ext: str = "png") -> str:
+    """Where partition keeps the ``n``-th extracted image of one part (page range):
+    ``work/{project}/{document_id}/v{version}/images/{part:04d}-{n:04d}.{ext}``."""
+    return f"{work_prefix(project, document_id, version)}images/{part:04d}-{n:04d}.{ext}"
+
+
+def object_uri(bucket: str, key: str) -> str:
+    """``s3://{bucket}/{key}``: an object reference that names its bucket."""
+    return f"s3://{bucket}/{key}"
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``(bucket, key)`` of an ``s3://bucket/key`` reference.  Raises ValueError for
+    anything else."""
+    if not uri.startswith("s3://") or "/" not in uri[5:]:
+        raise ValueError(f"not an s3://bucket/key reference: {uri!r}")
+    bucket, _, key = uri[5:].partition("/")
+    return bucket, key
+
+
 def document_prefix(area: str, project: str, document_id: str) -> str:
     """``{area}/{project}/{document_id}/``: every version of a document in one area
     (``processed`` or ``work``)."""

@@ -6,18 +6,23 @@ processed output (the chunks as JSON) to ``processed/{project}/{document_id}/v{v
 then sends every chunk with its deterministic id.  A split PDF is chunked once,
 when the event of its last stored page range arrives; the ledger's ``chunk`` step
 keeps a second event that finds every range stored (ranges finishing together, a
-redelivery) from chunking and embedding the document again.
+redelivery) from chunking and embedding the document again.  When the document's
+profile has ``use_vlm`` and a model is configured (``settings.vlm_base_url``), every
+image partition stored becomes a chunk of its own after the others
+(``stages.image_chunks``), for the enhance stage to have it described.
 """
 from __future__ import annotations
 
 import orjson
 
 from adapters.object_keys import elements_key, processed_key, work_prefix
+from adapters.profiles_store import load_profile
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
 from stages.chunk import ChunkParams, chunk_elements
 from stages.errors import EmptyDocument
+from stages.image_chunks import image_chunks
 from stages.limits import check_count
 from topics import ELEMENTS
 
@@ -60,6 +65,8 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
     store = await ctx.resources.store()
     params = ChunkParams(max_tokens=ctx.settings.embedder_max_tokens)
     chunks = await ctx.resources.pool.run(chunk_elements, elements, params, timeout_s=CHUNK_TIMEOUT_S)
+    if ctx.settings.vlm_base_url and (await load_profile(ready.category, ctx.settings.pg_dsn)).use_vlm:
+        chunks = chunks + image_chunks(elements)
     if not chunks:
         raise EmptyDocument(f"{len(elements)} elements but no text to chunk")
     check_count(len(chunks), "max_chunks", "chunks")  # TooLarge: fails this document only
@@ -69,7 +76,8 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
               version=ready.version, index=i, total=total, project=ready.project,
               category=ready.category, filename=ready.filename, text=c["text"],
               page_number=c["page_number"], element_types=c["element_types"],
-              table_html=c["table_html"], callback_url=ready.callback_url)
+              table_html=c["table_html"], image_keys=c.get("image_keys", []),
+              callback_url=ready.callback_url)
         for i, c in enumerate(chunks)
     ]
     await store.put_bytes(

@@ -4,9 +4,15 @@ Parses the normalized file (or one page range of it) into unstructured elements 
 the process pool and stores them as JSON in object storage (claim check); the event
 carries the key.  A page range with no text (blank pages) stores zero elements: only
 a document whose ranges are ALL empty fails, at the chunk stage (issue 8, failure 10).
+Image payloads (``metadata.image_base64``: PDF image crops) are moved out of the
+elements into objects of their own (``adapters.object_keys.image_key``), each
+element keeping an ``s3://bucket/key`` reference in ``metadata.image_key``
+(:func:`store_images`), for image chunks and the enhance stage's model.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import socket
 import tempfile
@@ -14,7 +20,8 @@ from pathlib import Path
 
 import orjson
 
-from adapters.object_keys import elements_key
+from adapters.object_keys import elements_key, image_key, object_uri
+from adapters.object_store import ObjectStore
 from adapters.profiles_store import load_profile
 from agents.context import StageContext
 from agents.runner import Stage
@@ -29,6 +36,35 @@ WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 def _page_count(elements: list[dict]) -> int:
     return max((e.get("metadata", {}).get("page_number") or 0 for e in elements), default=0)
+
+
+_EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp",
+        "image/tiff": "tiff", "image/bmp": "bmp"}
+
+
+async def store_images(store: ObjectStore, task: PartitionTask, elements: list[dict]) -> int:
+    """Move every element's ``metadata.image_base64`` payload to its own object in
+    ``task.bucket`` (``image_key(..., task.part, n)``, n counting from 0 in element
+    order, so a redelivery overwrites) and replace it with ``metadata.image_key`` =
+    ``s3://bucket/key``; an undecodable payload is dropped.  Returns how many images
+    were stored.  Mutates ``elements``."""
+    n = 0
+    for el in elements:
+        meta = el.get("metadata") or {}
+        payload = meta.pop("image_base64", None)
+        if not payload:
+            continue
+        try:
+            data = base64.b64decode(payload, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        mime = meta.get("image_mime_type") or "image/png"
+        key = image_key(task.project, task.document_id, task.version, task.part, n,
+                        _EXT.get(mime, "bin"))
+        await store.put_bytes(key, data, mime, bucket=task.bucket)
+        meta["image_key"] = object_uri(task.bucket, key)
+        n += 1
+    return n
 
 
 async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
@@ -48,6 +84,7 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
             if task.parts <= 1:
                 raise
             elements = []  # blank pages in this range; the join decides for the document
+    await store_images(store, task, elements)
     key = elements_key(task.project, task.document_id, task.version, task.part)
     await store.put_bytes(key, orjson.dumps(elements), "application/json", bucket=task.bucket)
     await ctx.topics.elements.send(key=task.document_id, value=ElementsReady(

@@ -24,6 +24,13 @@ class Chunk(faust.Record, serializer=codec.CODEC_NAME):
     stage embeds (set by enhance: the text itself, or a rendering of a table/image).
     ``index`` is 0-based, ``total`` the number of chunks in this version.
     ``page_number`` is 1-based (0 when the format has no pages).
+    ``image_keys``: ``s3://bucket/key`` references of the image crops the chunk shows
+    (image chunks; kept by partition, ``adapters.object_keys.image_key``).
+    ``summary``: the vision-language model's short summary of a table or image chunk
+    (enhance, when a VLM is configured; also at the head of ``embed_text``).
+    ``enrichment``: how enhance rendered the chunk, e.g. ``{"vlm": "ok", "model": "m"}``
+    or ``{"vlm": "failed", "reason": "..."}`` (None: deterministic, no VLM asked).
+    All three are optional, so records written before them still decode.
     """
 
     chunk_id: str
@@ -40,6 +47,9 @@ class Chunk(faust.Record, serializer=codec.CODEC_NAME):
     table_html: Optional[str] = None
     embed_text: Optional[str] = None
     callback_url: Optional[str] = None
+    image_keys: list = []
+    summary: Optional[str] = None
+    enrichment: Optional[dict] = None
     schema_version: int = 1
 
 

@@ -2,12 +2,15 @@
 
 Text chunks pass through.  Tables get a deterministic rendering of their HTML
 (header once, then one ``col: value`` line per row) so that a question naming a
-column finds the row; the HTML itself is kept on the chunk.  (A vision-language
-model summary for tables and images is the configured-VLM path of a later issue.)
+column finds the row; the HTML itself is kept on the chunk.  When a
+vision-language model is configured (``agents.enhance``, ``adapters.vlm``), table and
+image chunks also get its short summary, put before that rendering in the embed text
+and cut so the whole stays within the embedder's word-piece limit
+(:func:`with_summary`).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from lxml import html as lxml_html
 
@@ -55,3 +58,39 @@ def embed_text_for(text: str, element_types: list[str], table_html: Optional[str
     if table_html and "Table" in element_types:
         return render_table(table_html, fallback_text=text)
     return text
+
+
+def vlm_kind(element_types: list[str], table_html: Optional[str], image_keys: list) -> Optional[str]:
+    """``"table"``, ``"image"`` or None: what a vision-language model would be asked
+    to summarise for a chunk (tables with HTML, chunks with stored image crops)."""
+    if table_html and "Table" in element_types:
+        return "table"
+    if image_keys:
+        return "image"
+    return None
+
+
+def cut_words(text: str, max_words: int) -> str:
+    """``text`` with white space collapsed, at most ``max_words`` words."""
+    return " ".join(text.split()[:max_words])
+
+
+def with_summary(summary: str, body: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """``summary`` + a blank line + ``body``, the summary cut (whole words from its
+    end) so the result is at most ``max_tokens`` word pieces by ``count`` (special
+    tokens included); the body is never cut (the chunk stage already sized it to the
+    limit, so a full piece leaves the summary little room).  ``body`` alone when no
+    word of the summary fits, or when the summary is empty."""
+    words = summary.split()
+    if not words:
+        return body
+    if count(body) >= max_tokens:
+        return body
+    lo, hi = 0, len(words)  # the most words whose text fits: binary search
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(" ".join(words[:mid]) + "\n\n" + body) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo]) + "\n\n" + body if lo else body

@@ -23,6 +23,17 @@ CONSUMER_LAG_AGE = Gauge("ragstream_consumer_lag_oldest_age_seconds",
                          "(0 when the lag is 0)", ["stage", "partition"])
 
 
+# the enhance stage's vision-language model calls (adapters/vlm.py): one per attempt
+VLM_CALLS = Counter("ragstream_vlm_calls_total",
+                    "Chat-completion calls to the vision-language model, by outcome "
+                    "(ok / error / retried) and chunk kind (table / image)", ["outcome", "kind"])
+VLM_SECONDS = Histogram("ragstream_vlm_call_seconds",
+                        "Latency of one vision-language model call (an attempt), in seconds",
+                        ["kind"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
+VLM_TOKENS = Counter("ragstream_vlm_tokens_total",
+                     "Tokens the vision-language model reported in ``usage``, by direction "
+                     "(prompt / completion)", ["direction"])
+
 def serve_metrics(port: int, host: str = "127.0.0.1") -> None:
     """Serve /metrics on ``host``:``port`` from a background thread (port 0: do nothing).
     Raises OSError when the address is taken."""

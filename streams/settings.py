@@ -144,6 +144,19 @@ class Settings(BaseSettings):
     upload_sweep_after_s: float = 120.0
     upload_sweep_interval_s: float = 30.0
 
+    # vision-language model for the enhance stage (adapters/vlm.py): an OpenAI-compatible
+    # chat-completions server at vlm_base_url (POST {base}/v1/chat/completions; empty =
+    # off: tables and images keep the deterministic rendering), the model name, a
+    # bearer key (empty = none), the deadline of one call (seconds), calls in flight
+    # per worker process, and retries of a failed call (after them the chunk goes on
+    # with the deterministic rendering and a note; the document never fails over it)
+    vlm_base_url: str = ""
+    vlm_model: str = "vlm"
+    vlm_api_key: str = ""
+    vlm_timeout_s: float = 60.0
+    vlm_max_concurrency: int = 4
+    vlm_max_retries: int = 3
+
     # HTTP API (api): listen address, the largest upload accepted (bytes;
     # larger → 413, nothing stored), buckets that uploads may reference besides
     # ``incoming/{project}/`` in our own bucket (comma-separated)
