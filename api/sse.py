@@ -25,6 +25,7 @@ from typing import AsyncIterator, Optional
 
 import orjson
 from aiokafka import AIOKafkaConsumer
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_fixed
 
 from schemas import StatusEvent
 from streams.kafka_io import tail_status
@@ -89,16 +90,21 @@ class StatusHub:
                 return [TopicPartition(STATUS.name, p) for p in sorted(ids)]
             await asyncio.sleep(0.5)
 
+    async def _fetch(self) -> dict:
+        """One ``getmany`` (≤ 1 s), retried every second for as long as it fails (a
+        broker blip must not end the tail; tenacity, the code base's one retry
+        pattern; CancelledError is not an Exception, so it is never retried)."""
+        async for attempt in AsyncRetrying(
+                wait=wait_fixed(1.0), retry=retry_if_exception_type(Exception), reraise=True,
+                before_sleep=lambda rs: log.warning("status hub: fetch failed (%s); retrying",
+                                                    rs.outcome.exception())):
+            with attempt:
+                return await self._consumer.getmany(timeout_ms=1000)
+        raise AssertionError("unreachable: AsyncRetrying without a stop never gives up")
+
     async def _run(self) -> None:
         while True:
-            try:
-                batches = await self._consumer.getmany(timeout_ms=1000)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 — broker blip: keep tailing
-                log.exception("status hub: fetch failed; retrying")
-                await asyncio.sleep(1.0)
-                continue
+            batches = await self._fetch()
             for messages in batches.values():
                 for msg in messages:
                     try:
