@@ -45,6 +45,7 @@ async def _index(project: str, docs: list[dict], settings) -> None:
     version each) and mark each document's version 1 COMPLETED in the ledger."""
     from adapters.embedder import OnnxEmbedder
     from adapters.metadata import Metadata
+    from adapters.migrations import upgrade_head
     from adapters.vector_store import VectorStore
 
     emb = OnnxEmbedder(settings.embedder_onnx_path, max_tokens=settings.embedder_max_tokens)
@@ -61,8 +62,8 @@ async def _index(project: str, docs: list[dict], settings) -> None:
         await store.upsert(project, rows)
     finally:
         store.close()
+    await upgrade_head(settings.pg_dsn)
     async with Metadata(settings.pg_dsn) as md:
-        await md.migrate()
         for doc_id in sorted({d["document_id"] for d in docs}):
             await md.ledger.claim_outcome(document_id=doc_id, version=1, project=project,
                                           outcome="COMPLETED", chunks=1)
