@@ -10,8 +10,7 @@ word-piece limit (``stages.enhance.with_summary``).  A model that stays unavaila
 after its retries never fails the document: the chunk goes on with the deterministic
 rendering and ``enrichment = {"vlm": "failed", "reason": ...}``.  An image chunk's
 own text is only a placeholder ("Image on page N") or OCR, so its summary is also put
-before that text in ``text`` (what the index stores, the lexical ranking and the
-reranker read); a table keeps its text.
+before that text in ``text`` (what the index stores, BM25 and the reranker read); a table keeps its text.
 """
 from __future__ import annotations
 

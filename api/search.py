@@ -1,8 +1,8 @@
 """``POST /v1/search``: the key's project searched over HTTP.
 
-The route is a thin shell over :func:`search.query.search` (dense + lexical
-candidates of each document's current version, cross-encoder rerank or reciprocal
-rank fusion); the body's filters become :class:`search.query.SearchFilters`.
+The route is a thin shell over :func:`search.query.search` (dense + BM25
+candidates of each document's current version fused by reciprocal rank fusion, then
+the cross-encoder when configured); the body's filters become :class:`search.query.SearchFilters`.
 Auth as every ``/v1`` route: no or bad key → 401; a ``project`` other than the key's
 → 403; a malformed body → 422.
 """

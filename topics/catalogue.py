@@ -57,7 +57,7 @@ PARTITION_TASKS = TopicSpec("ragstream.partition-tasks", PartitionTask,
                             "normalized files (or page ranges) to partition")
 ELEMENTS = TopicSpec("ragstream.elements", ElementsReady,
                      "partitioned elements stored as JSON in object storage")
-CHUNKS = TopicSpec("ragstream.chunks", Chunk, "one event per chunk, from chunk_by_title")
+CHUNKS = TopicSpec("ragstream.chunks", Chunk, "one event per chunk (chunk_by_title, sized to the embedder's word-piece limit)")
 ENHANCED = TopicSpec("ragstream.enhanced-chunks", Chunk, "chunks with their text to embed")
 EMBEDDINGS = TopicSpec("ragstream.embeddings", EmbeddedChunk, "chunks with their embedding")
 STATUS = TopicSpec("ragstream.status", StatusEvent,
