@@ -27,15 +27,19 @@ def hostile(cases: Path = typer.Option(..., exists=True, file_okay=False,
                                        help="folder of files (optional expected.json)"),
             timeout: float = typer.Option(600.0, help="seconds per file to its terminal status"),
             max_rss_mb: float = typer.Option(6144.0, help="kill a parse process over this RSS"),
-            keep_running: bool = typer.Option(False, help="leave the stack up afterwards")) -> None:
+            keep_running: bool = typer.Option(False, help="leave the stack up afterwards"),
+            expected: Path = typer.Option(None, exists=True, dir_okay=False,
+                                          help="expectations JSON (default: CASES/expected.json; "
+                                               "bench/hostile_expected.json holds ../shared/cases')")
+            ) -> None:
     """Each file through the full pipeline: status, code, seconds, peak parse RSS, chunks;
     last line hostile_ok=<n>/<m> max_rss_mb=<x>."""
     from bench.hostile import bench_hostile
 
     try:
         bench_hostile(cases, Console(width=160), timeout_s=timeout, max_rss_mb=max_rss_mb,
-                      keep_running=keep_running)
-    except ValueError as exc:
+                      keep_running=keep_running, expected_path=expected)
+    except (ValueError, FileNotFoundError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None
 

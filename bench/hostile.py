@@ -65,12 +65,16 @@ def case_files(folder: Path) -> list[Path]:
                   and not p.name.upper().startswith("README") and p.name != "expected.json")
 
 
-def load_expected(folder: Path) -> dict[str, str]:
-    """``expected.json`` of ``folder`` (file name or relative path → "completed" or a
-    code), or ``{}``.  Raises ValueError when it is not such a JSON object."""
-    path = folder / "expected.json"
+def load_expected(folder: Path, path: Optional[Path] = None) -> dict[str, str]:
+    """``path`` (default: ``expected.json`` of ``folder``): file name or relative path →
+    "completed" or a code; ``{}`` when the default file is absent.  Raises ValueError
+    when it is not such a JSON object, FileNotFoundError for a given ``path`` missing."""
+    if path is None:
+        path = folder / "expected.json"
+        if not path.exists():
+            return {}
     if not path.exists():
-        return {}
+        raise FileNotFoundError(f"{path}: no such expectations file")
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
         raise ValueError(f"{path}: expected a JSON object of file name → \"completed\" or a code")
@@ -181,7 +185,8 @@ def run_case(path: Path, *, project: str, worker_pid: int, timeout_s: float, cap
 
 
 def bench_hostile(cases: Path, console: Console, *, timeout_s: float = 600.0,
-                  max_rss_mb: float = 6144.0, keep_running: bool = False) -> tuple[int, int, float]:
+                  max_rss_mb: float = 6144.0, keep_running: bool = False,
+                  expected_path: Optional[Path] = None) -> tuple[int, int, float]:
     """Run every case of ``cases`` through the pipeline and print the table and the last
     line; returns (ok, total, max peak RSS MB)."""
     import devstack
@@ -190,7 +195,7 @@ def bench_hostile(cases: Path, console: Console, *, timeout_s: float = 600.0,
     from topics.admin import ensure_topics
 
     settings = get_settings()
-    expected = load_expected(cases)
+    expected = load_expected(cases, expected_path)
     files = case_files(cases)
     project = "hostile" + uuid.uuid4().hex[:8]
     devstack.up(settings)
