@@ -10,6 +10,10 @@ Full-text search: ``text`` is analyzed (``ANALYZER``: the "standard" tokenizer +
 lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index
 SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60).
+
+Size: ~420 lines — one client class whose every call shares the reconnect wrapper
+(``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
+reads from writes would export those private helpers across modules.
 Measured on Milvus Lite 3.2 (pymilvus 3.0.2): its analyzers are only "standard"
 (the regex ``\\w+`` lowercased) and "jieba" (needs the jieba package; Chinese
 words, Hangul split into single characters); "icu" and the other Milvus
@@ -134,6 +138,16 @@ def quote_literal(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _unless_exists(create: Callable[[], Any]) -> None:
+    """Run ``create()``; a MilvusException saying the thing already exists (another
+    process made it first) is not an error."""
+    try:
+        create()
+    except MilvusException as exc:
+        if "already exist" not in str(exc):
+            raise
+
+
 class VectorStore:
     """Milvus access for ragstream chunks.
 
@@ -158,6 +172,7 @@ class VectorStore:
         self._client: Optional[MilvusClient] = None
         self._ready: set[str] = set()
         self._bm25: dict[str, bool] = {}  # alias → its collection has the BM25 field
+        self._ensure_lock = threading.Lock()
         self._lock = threading.Lock()
         self.reconnects = 0  # how many times a broken connection was dropped
 
@@ -238,6 +253,15 @@ class VectorStore:
         return self._call("ensure_collection", lambda client: self._ensure(client, alias))
 
     def _ensure(self, client: MilvusClient, alias: str) -> str:
+        """Create (once) and load the alias's collection.  Race-safe: threads of this
+        process take turns; another process creating the same collection or alias
+        first is fine (its "already exists" is ignored)."""
+        if alias in self._ready:
+            return alias
+        with self._ensure_lock:
+            return self._ensure_locked(client, alias)
+
+    def _ensure_locked(self, client: MilvusClient, alias: str) -> str:
         if alias in self._ready:
             return alias
         if alias not in set(client.list_aliases().get("aliases", [])) and not client.has_collection(alias):
@@ -262,8 +286,8 @@ class VectorStore:
                 index = client.prepare_index_params()
                 index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
                 index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-                client.create_collection(physical, schema=schema, index_params=index)
-            client.create_alias(physical, alias)
+                _unless_exists(lambda: client.create_collection(physical, schema=schema, index_params=index))
+            _unless_exists(lambda: client.create_alias(physical, alias))
         client.load_collection(alias, timeout=self.timeout_s)
         fields = client.describe_collection(alias, timeout=self.timeout_s).get("fields", [])
         self._bm25[alias] = any(f.get("name") == SPARSE for f in fields)

@@ -114,6 +114,28 @@ def test_filters_hold_for_both_rankers(stack, corpus):
                                             filters=SearchFilters(category="b", page_from=3, page_to=3))))
 
 
+def test_first_searches_of_a_new_project_race_safely(stack, project):
+    """Concurrent first calls for a project with no collection yet — threads of one
+    client (the API's shared VectorStore) and separate clients (other processes) —
+    all succeed: creating the collection and its alias is race-safe (schemathesis
+    found a 500: "alias ... already exists" from two concurrent POST /v1/search)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from adapters.vector_store import DIM, VectorStore
+
+    shared = VectorStore(stack.milvus_uri)
+    others = [VectorStore(stack.milvus_uri) for _ in range(3)]
+    vector = [1.0] + [0.0] * (DIM - 1)
+    try:
+        stores = [shared] * 5 + others
+        with ThreadPoolExecutor(len(stores)) as pool:
+            results = list(pool.map(lambda st: st.search_sync(project, vector, k=3), stores))
+        assert results == [[]] * len(stores)
+    finally:
+        for st in [shared, *others]:
+            st.close()
+
+
 def test_old_schema_collection_falls_back_to_dense(stack, project):
     """A collection made before the BM25 field existed (the old schema, no analyzer,
     no sparse field) is still searched: dense only, and the result says why."""
