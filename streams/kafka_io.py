@@ -131,3 +131,20 @@ async def read_topic(bootstrap: str, topic: str, *,
                     pending.discard(tp)
     finally:
         await consumer.stop()
+
+
+async def status_history(bootstrap: str, *, timeout_s: float = 60.0) -> list[StatusEvent]:
+    """Every status event on the changelog when called, in offset order per partition
+    (records that are not status events skipped).  Complete by construction: it reads
+    up to the end offsets (:func:`read_topic`), where a tail that stops after some
+    idle seconds can stop early — a broker just restarted on S3 storage may answer
+    a Fetch empty while records remain.  Raises like :func:`read_topic`."""
+    from schemas.decode import UndecodableRecord, decode_event
+
+    out = []
+    async for msg in read_topic(bootstrap, STATUS.name, timeout_s=timeout_s):
+        try:
+            out.append(decode_event(StatusEvent, msg.value))
+        except UndecodableRecord:
+            continue
+    return out

@@ -56,11 +56,10 @@ def _versions(settings, project: str) -> int:
 
 
 def _kafka_transitions(settings, document_id: str) -> list[tuple[str, int]]:
-    from streams.kafka_io import tail_status
+    from streams.kafka_io import status_history
 
     async def go():
-        return [(ev.status, ev.seq) async for ev in
-                tail_status(settings.kafka_bootstrap, from_beginning=True, idle_timeout_s=3)
+        return [(ev.status, ev.seq) for ev in await status_history(settings.kafka_bootstrap)
                 if ev.document_id == document_id]
 
     return run(go())

@@ -31,13 +31,9 @@ def _wait_for_line(log, text: str, proc: subprocess.Popen, timeout_s: float, off
 
 
 async def _status_history(bootstrap: str, document_id: str) -> list[str]:
-    from streams.kafka_io import tail_status
+    from streams.kafka_io import status_history
 
-    seen = []
-    async for ev in tail_status(bootstrap, from_beginning=True, idle_timeout_s=3.0):
-        if ev.document_id == document_id:
-            seen.append(ev.status)
-    return seen
+    return [ev.status for ev in await status_history(bootstrap) if ev.document_id == document_id]
 
 
 async def _topics(bootstrap: str) -> set[str]:

@@ -47,11 +47,10 @@ def _pdf_with_blank_pages(path: Path, pages: int, blank: range) -> Path:
     return path
 
 
-async def _statuses(settings, project: str, idle_s: float = 3.0) -> list:
-    from streams.kafka_io import tail_status
+async def _statuses(settings, project: str) -> list:
+    from streams.kafka_io import status_history
 
-    return [ev async for ev in tail_status(settings.kafka_bootstrap, idle_timeout_s=idle_s)
-            if ev.project == project]
+    return [ev for ev in await status_history(settings.kafka_bootstrap) if ev.project == project]
 
 
 async def _wait_until(predicate, timeout_s: float, what: str, every_s: float = 0.5):

@@ -20,10 +20,9 @@ def samples(tmp_path_factory):
 
 
 async def _status_history(settings, document_id):
-    from streams.kafka_io import tail_status
+    from streams.kafka_io import status_history
 
-    return [ev async for ev in tail_status(settings.kafka_bootstrap, idle_timeout_s=2.0)
-            if ev.document_id == document_id]
+    return [ev for ev in await status_history(settings.kafka_bootstrap) if ev.document_id == document_id]
 
 
 def test_samples_flow_to_milvus_with_every_transition(stack, worker, samples, project):

@@ -21,7 +21,7 @@ def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, pro
     from stages.samples import generate_samples
     import devstack
     from cli.progress import ingest_and_follow
-    from streams.kafka_io import tail_status
+    from streams.kafka_io import status_history, tail_status
 
     assert stack.embedder == "triton"
     files = generate_samples(tmp_path)
@@ -40,7 +40,7 @@ def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, pro
         await asyncio.to_thread(devstack.up, stack, names=["triton"])
         outcome = await task
         embedding_while_down = [
-            ev async for ev in tail_status(stack.kafka_bootstrap, idle_timeout_s=2.0)
+            ev for ev in await status_history(stack.kafka_bootstrap)
             if ev.project == project and ev.status == "EMBEDDING" and t_down <= ev.at <= t_up]
         return outcome, embedding_while_down
 
