@@ -91,12 +91,14 @@ def declare(app: faust.App, ctx: StageContext, stage: Stage) -> None:
         @app.agent(raw, name=stage.name)
         async def batched(stream: faust.StreamT) -> None:
             async for events in stream.take_events(size, within=within):
-                await runner.handle_batch([(e.key, e.value) for e in events])
+                items = [(e.key, e.value) for e in events]
+                await runner.contained(runner.handle_batch(items), items)
     else:
         @app.agent(raw, name=stage.name)
         async def single(stream: faust.StreamT) -> None:
             async for event in stream.events():
-                await runner.handle_one(event.key, event.value)
+                item = (event.key, event.value)
+                await runner.contained(runner.handle_one(*item), [item])
 
 
 class _Runner:
@@ -104,6 +106,37 @@ class _Runner:
         self.ctx, self.stage = ctx, stage
         deadline = stage.deadline if stage.deadline is not None else ctx.settings.document_deadline_s
         self.deadline = None if deadline == float("inf") else deadline
+
+    # -- containment ----------------------------------------------------------------
+    async def contained(self, handling: Awaitable[None],
+                        items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
+        """Await ``handling`` of ``items`` (raw key/value pairs); an exception that
+        escapes it — a ledger write or announcement failing permanently, a bug — does
+        not crash the agent (Faust would restart it and move past the event, losing
+        it silently): it is logged and each item goes to the dead-letter topic with
+        the error, where ``ragstream dlq redrive`` can send it back.  CancelledError
+        propagates."""
+        try:
+            await handling
+        except Exception as exc:  # noqa: BLE001 — contained: dead-lettered below
+            STAGE_EVENTS.labels(self.stage.name, "runner_error").inc()
+            log.exception("%s: handling failed outside the retry policy; dead-lettering %d record(s)",
+                          self.stage.name, len(items))
+            error = f"runner error in the {self.stage.name} stage: {type(exc).__name__}: {exc}"
+            for key, value in items:
+                try:
+                    record = decode_event(self.stage.source.value_type, value)
+                except UndecodableRecord:
+                    continue  # handle_* dead-lettered it already
+                try:
+                    await self.forever(lambda r=record: self.ctx.topics.dead_letters.send(
+                        key=r.document_id, value=DeadLetter(
+                            document_id=r.document_id, version=r.version, stage=self.stage.name,
+                            source_topic=self.stage.source.name, error=error, attempts=1,
+                            payload=r.asdict(), at=time.time())))
+                except Exception:  # noqa: BLE001 — the dead-letter topic refused it too
+                    log.exception("%s: could not dead-letter %s v%s", self.stage.name,
+                                  getattr(record, "document_id", "?"), getattr(record, "version", "?"))
 
     # -- decoding -------------------------------------------------------------------
     async def decode(self, key: Optional[bytes], value: Optional[bytes]) -> Any:
