@@ -21,6 +21,8 @@ RAGSTREAM_MAX_PART_MB          512            uncompressed size of one part of a
                                               (zip) file
 RAGSTREAM_PARSE_MEMORY_MB      6144           address-space cap (RLIMIT_AS) of each parse
                                               process; 0 = none
+RAGSTREAM_PLAIN_TEXT_FAST_BYTES 1,000,000    a TXT file over this is partitioned by
+                                              linear-time rules (stages/plain_text.py)
 =============================  =============  ==============================================
 """
 from __future__ import annotations
@@ -37,6 +39,7 @@ DEFAULTS: dict[str, int] = {
     "max_element_chars": 20_000,
     "max_part_mb": 512,
     "parse_memory_mb": 6144,
+    "plain_text_fast_bytes": 1_000_000,
 }
 
 

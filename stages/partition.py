@@ -215,6 +215,12 @@ def _partition_native(path: Path, filetype: str, profile: Profile, filename: str
 
     module, func, extra = NATIVE[filetype]
     fn = getattr(importlib.import_module(module), func)
+    if filetype == "txt" and path.stat().st_size > limit("plain_text_fast_bytes"):
+        from stages.plain_text import partition_plain_text
+
+        log.info("%s: %d bytes of plain text, over RAGSTREAM_PLAIN_TEXT_FAST_BYTES: linear-time "
+                 "paragraph rules instead of per-paragraph NLP", filename, path.stat().st_size)
+        return partition_plain_text(path, filename, list(profile.ocr_languages))
     source = {"filename": str(path)}
     if filetype == "html":
         source = _html_source(path)

@@ -135,6 +135,9 @@ class Settings(BaseSettings):
     max_element_chars: int = 20_000
     max_part_mb: int = 512
     parse_memory_mb: int = 6144
+    # a TXT file over this many bytes is partitioned by linear-time paragraph rules
+    # (stages/plain_text.py) instead of unstructured's per-paragraph NLP
+    plain_text_fast_bytes: int = 1_000_000
     partition_timeout_s: float = 3600.0
     # how long a stage keeps retrying one event through transient outages (broker,
     # S3, PostgreSQL, Milvus, Triton) before its document FAILS "timeout after N s"

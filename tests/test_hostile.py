@@ -312,3 +312,29 @@ def test_huge_docx_run_through_the_pipeline(stack, worker, project):
     assert event.status == "COMPLETED", event.error
     text = run(_processed_text(stack, project, result.document_id))
     assert "HEADMARKER" in text and "TAILMARKER" in text
+
+
+def test_plain_text_rules_classify_like_the_nlp_path():
+    from stages.plain_text import classify
+
+    assert classify("Annual Report 2025") == "Title"
+    assert classify("- first bullet item here") == "ListItem"
+    assert classify("2) second point") == "ListItem"
+    assert classify("The pumps used less energy this year than last.") == "NarrativeText"
+    assert classify("A line that ends with a colon:") == "NarrativeText"
+
+
+def test_big_plain_text_takes_the_linear_path(tmp_path, monkeypatch):
+    """Over RAGSTREAM_PLAIN_TEXT_FAST_BYTES the paragraphs come from the rules (no NLP):
+    titles, list items and narrative text in order, the marker kept."""
+    monkeypatch.setenv("RAGSTREAM_PLAIN_TEXT_FAST_BYTES", "100")
+    path = tmp_path / "notes.txt"
+    path.write_text("FASTMARKER Heading\n\nThe first paragraph has a full sentence.\nIt goes on.\n\n"
+                    "* a bulleted point\n\n\n\nClosing words here.")
+    elements = _partition(path, "txt")
+    assert [(e["type"], e["text"]) for e in elements] == [
+        ("Title", "FASTMARKER Heading"),
+        ("NarrativeText", "The first paragraph has a full sentence. It goes on."),
+        ("ListItem", "a bulleted point"),
+        ("NarrativeText", "Closing words here.")]
+    assert elements[0]["metadata"]["filename"] == "notes.txt"
