@@ -90,7 +90,27 @@ def classify(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".lower()
     if any(t in text for t in _TRANSIENT_TEXT):
         return "transient"  # gRPC UNAVAILABLE (Milvus, Triton) and friends
+    if _caused_by_transient(exc):
+        # e.g. asyncpg's InternalClientError "cannot switch to state 15; another
+        # operation is in progress" raised while a connection was being reset by a
+        # PostgreSQL shutdown (ConnectionResetError in its context): the outage, not
+        # a bug (seen in tests/test_delivery.py's PostgreSQL outage)
+        return "transient"
     return "unexpected"
+
+
+def _caused_by_transient(exc: BaseException, depth: int = 5) -> bool:
+    """True when an exception in ``exc``'s cause/context chain (up to ``depth``
+    links) is transient by :func:`classify`'s type, errno or text rules."""
+    seen = {id(exc)}
+    link = exc.__cause__ or exc.__context__
+    while link is not None and depth > 0 and id(link) not in seen:
+        if isinstance(link, TRANSIENT_TYPES) or (isinstance(link, OSError) and link.errno in _TRANSIENT_ERRNOS):
+            return True
+        seen.add(id(link))
+        depth -= 1
+        link = link.__cause__ or link.__context__
+    return False
 
 
 def is_transient(exc: BaseException) -> bool:

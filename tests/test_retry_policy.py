@@ -124,3 +124,32 @@ def test_runner_forever_returns_the_result_and_raises_non_transient():
     assert run(runner.forever(Flaky(ConnectionRefusedError("connection refused")))) == "ok"
     with pytest.raises(RuntimeError):
         run(runner.forever(Flaky(RuntimeError("bug"))))
+
+
+def test_an_error_caused_by_a_connection_failure_is_transient():
+    """asyncpg raised InternalClientError("cannot switch to state 15; another
+    operation (2) is in progress") while PostgreSQL shut down under a ledger read; its
+    context was ConnectionResetError: the outage, retried, not a bug."""
+    import asyncpg
+
+    from agents.retry_policy import classify
+
+    def raised() -> BaseException:
+        try:
+            try:
+                raise ConnectionResetError(104, "Connection reset by peer")
+            except ConnectionResetError:
+                raise asyncpg.exceptions._base.InternalClientError(
+                    "cannot switch to state 15; another operation (2) is in progress")
+        except Exception as exc:  # noqa: BLE001
+            return exc
+
+    assert classify(raised()) == "transient"
+    assert classify(asyncpg.exceptions._base.InternalClientError("a bug")) == "unexpected"
+    try:
+        try:
+            raise KeyError("x")
+        except KeyError:
+            raise ValueError("y")
+    except ValueError as exc:
+        assert classify(exc) == "unexpected"
