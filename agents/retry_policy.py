@@ -75,9 +75,7 @@ def classify(exc: BaseException) -> str:
         return "permanent"
     if isinstance(exc, WorkerCrashed):
         return "unexpected"  # tried UNEXPECTED_ATTEMPTS times: a kill from outside heals
-    if isinstance(exc, TRANSIENT_TYPES):
-        return "transient"
-    if isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS:
+    if _transient_type(exc):
         return "transient"
     if isinstance(exc, KafkaError) and getattr(exc, "retriable", False):
         return "transient"
@@ -99,13 +97,19 @@ def classify(exc: BaseException) -> str:
     return "unexpected"
 
 
+def _transient_type(exc: BaseException) -> bool:
+    """True for a transient exception type (:data:`TRANSIENT_TYPES`) or an OSError
+    with a transient errno."""
+    return isinstance(exc, TRANSIENT_TYPES) or (isinstance(exc, OSError) and exc.errno in _TRANSIENT_ERRNOS)
+
+
 def _caused_by_transient(exc: BaseException, depth: int = 5) -> bool:
     """True when an exception in ``exc``'s cause/context chain (up to ``depth``
     links) is transient by :func:`classify`'s type, errno or text rules."""
     seen = {id(exc)}
     link = exc.__cause__ or exc.__context__
     while link is not None and depth > 0 and id(link) not in seen:
-        if isinstance(link, TRANSIENT_TYPES) or (isinstance(link, OSError) and link.errno in _TRANSIENT_ERRNOS):
+        if _transient_type(link):
             return True
         seen.add(id(link))
         depth -= 1
