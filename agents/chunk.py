@@ -88,6 +88,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
         "application/json", bucket=ready.bucket)
     for record in records:
         await ctx.topics.chunks.send(key=ready.document_id, value=record)
+    await ctx.delivered()  # the chunks are stored before the step's marker
     await ledger.mark_step(ready.document_id, ready.version, STAGE)
 
 

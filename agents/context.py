@@ -43,6 +43,22 @@ class StageContext:
             pages=pages, error=error, error_code=error_code,
             callback_url=getattr(ref, "callback_url", None)))
 
+    async def delivered(self) -> None:
+        """Wait until every record this process has sent so far is acknowledged by
+        the broker.
+
+        Faust's ``topic.send()`` returns once the record is queued in the producer
+        (aiokafka's accumulator), not once it is stored.  A ledger marker that says
+        "this step's records were sent" (``mark_step``, ``mark_announced``,
+        ``mark_queued``) must be written after this, or a worker killed in between
+        loses the records while the marker makes the redelivered event skip the
+        work: the version then never finishes (seen in the kill-workers drill).
+        Shown by tests/test_broker_quirks.py::test_send_returns_before_delivery.
+        A batch that fails for good (after ``producer_request_timeout``) is logged
+        by Faust; this waits for it either way, like Faust's own commit does.
+        """
+        await self.app.producer.flush()
+
     async def partition_count(self, topic: faust.TopicT) -> int:
         """Partitions of ``topic`` as the broker reports them (cached per process)."""
         name = next(iter(topic.topics))

@@ -99,6 +99,7 @@ async def sweep_unqueued(ctx: StageContext) -> int:
             event.document_id, event.version, DocumentStatus.QUEUED, stage="upload",
             project=event.project, filename=event.filename, callback_url=event.callback_url))
         await ctx.topics.uploads.send(key=event.document_id, value=event)
+        await ctx.delivered()  # both records are stored before the outbox marker
         await metadata.mark_queued(event.document_id, event.version)
         log.warning("normalize: queued %s v%s, which its uploader registered but never sent",
                     event.document_id, event.version)

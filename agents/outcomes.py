@@ -36,6 +36,7 @@ async def announce(ctx: StageContext, ref: Any, outcome: Outcome, *, stage: str)
         code, reason = decode_reason(outcome.reason)
         await ctx.emit(ref, DocumentStatus.FAILED, stage=stage, error=reason,
                        error_code=code or "internal")
+    await ctx.delivered()  # the status event is stored before the announced marker
     await ledger.mark_announced(ref.document_id, ref.version)
 
 

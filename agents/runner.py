@@ -230,6 +230,7 @@ class _Runner:
 
             async def work() -> None:
                 await self.stage.work(self.ctx, record)
+                await self.ctx.delivered()  # the step's records are stored before its marker
                 await ledger.mark_step(record.document_id, record.version, step)
         else:
             async def work() -> None:

@@ -47,7 +47,7 @@ from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
 
 from drills import faults
 from drills.checks import (RESTART_STATUSES, STAGE_STATUSES, DrillResult, all_terminal,
-                           evaluate, report_json, summary_line)
+                           by_version, evaluate, report_json, summary_line)
 from drills.corpus import make_corpus
 from drills.observe import Receiver, Recorder
 from streams.settings import Settings, get_settings
@@ -327,14 +327,25 @@ async def _wait_terminal(run: Run) -> Optional[str]:
     (stalled / timeout)."""
     t0 = time.monotonic()
     while True:
-        if not all_terminal(run.expected, run.recorder.events):
+        waiting = all_terminal(run.expected, run.recorder.events)
+        if not waiting:
             return None
         idle = time.monotonic() - run.recorder.last_event
         if idle > run.opts.stall_s:
-            return f"stalled: no status event for {idle:.0f}s"
+            return f"stalled: no status event for {idle:.0f}s ({_last_statuses(run, waiting)})"
         if time.monotonic() - t0 > run.opts.timeout_s:
-            return f"timeout after {run.opts.timeout_s:.0f}s"
+            return f"timeout after {run.opts.timeout_s:.0f}s ({_last_statuses(run, waiting)})"
         await asyncio.sleep(0.5)
+
+
+def _last_statuses(run: Run, documents: Sequence[str], most: int = 5) -> str:
+    """Where the unfinished versions stopped: "doc vN at STATUS" for up to ``most``."""
+    versions = by_version(run.recorder.events)
+    out = []
+    for doc in documents[:most]:
+        evs = versions.get((doc, run.expected[doc]), [])
+        out.append(f"{doc} v{run.expected[doc]} at {evs[-1].status if evs else 'no event'}")
+    return "; ".join(out) + (f"; +{len(documents) - most} more" if len(documents) > most else "")
 
 
 async def _wait_callbacks(run: Run, timeout_s: float = 150.0) -> None:

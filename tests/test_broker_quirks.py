@@ -110,6 +110,27 @@ def test_idempotent_producer(stack):
     run(_go())
 
 
+def test_send_returns_before_delivery(stack):
+    """Not a broker quirk but the producer's contract, which agents/context.py
+    ``delivered()`` works around: ``send()`` returns once the record is queued, and
+    only a flush (or awaiting its future) means the broker stored it.  A ledger
+    marker written between the two is a lie if the process dies there."""
+    async def _go():
+        topic = await _new_topic(stack.kafka_bootstrap)
+        prod = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap,
+                                **broker_quirks.producer_kwargs())
+        await prod.start()
+        try:
+            fut = await prod.send(topic, key=b"k", value=b"v")
+            queued_only = not fut.done()
+            await prod.flush()
+            return queued_only, fut.done(), fut.result().offset
+        finally:
+            await prod.stop()
+    queued_only, stored, offset = run(_go())
+    assert queued_only and stored and offset == 0
+
+
 def _probe(mode: str, topic: str, count: int, out: Path, quirks: bool, bootstrap: str) -> dict:
     env = {**os.environ, "RAGSTREAM_BROKER_QUIRKS": "true" if quirks else "false",
            "RAGSTREAM_KAFKA_BOOTSTRAP": bootstrap}
