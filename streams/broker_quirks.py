@@ -21,6 +21,21 @@ Measured quirks (DESIGN.md; tests/test_broker_quirks.py shows each one):
    ListOffsets; nothing in the pipeline uses Faust tables (whose recovery reads
    ListOffsets), and ``tests/test_broker_quirks.py`` runs the table probe on a
    memory-storage broker.
+6. With S3 storage a Fetch answers a partition *empty* (no records, no error)
+   when reading the batch at the fetch position takes longer than the request's
+   ``fetch_max_wait_ms``, and that read grows with the offset (the broker finds a
+   batch by walking the partition's objects).  Measured 2026-12-01 on a partition
+   of 5,332 single-record batches: at offset 5,331 a 50 ms wait got nothing for
+   300 s of retries, a 500 ms wait got the record in 0.4 s.  The lag reader's
+   short-wait Fetch therefore timed out on long partitions ("no fetch answer ...
+   in 30 s", every lag refresh for minutes in the full suite, and the autoscale
+   drill failed on it).  Workaround: :func:`partition_heads` asks again with a
+   patient consumer (``PATIENT_WAIT_MS``, Faust's own consumer wait) for the
+   partitions that the quick one did not answer within ``QUICK_ROUNDS_S``.  Faust's
+   consumers wait 1,500 ms per Fetch, so they stall on this too once a partition
+   is long enough that one read takes longer (about 20,000 single-record batches
+   at the measured rate): on S3 storage the embedded broker is for development
+   scale; production runs on Apache Kafka (deploy/).
 
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
@@ -132,15 +147,20 @@ def producer_kwargs() -> dict[str, Any]:
 FETCH_BYTES = 64 * 1024  # per partition and Fetch: one record, not a backlog
 
 
-def fetch_consumer(bootstrap: str):
-    """An unstarted aiokafka consumer (no group) for :func:`partition_heads`: short
-    fetch waits, small fetches."""
+QUICK_WAIT_MS = 50  # a Fetch's wait in the first rounds: an idle partition answers fast
+QUICK_ROUNDS_S = 2.0  # then the partitions still unanswered are asked patiently (quirk 6)
+PATIENT_WAIT_MS = 1500  # what Faust's consumers wait per Fetch
+
+
+def fetch_consumer(bootstrap: str, max_wait_ms: int = QUICK_WAIT_MS):
+    """An unstarted aiokafka consumer (no group) for :func:`partition_heads`: fetch
+    waits of ``max_wait_ms`` milliseconds, small fetches."""
     import uuid
 
     from aiokafka import AIOKafkaConsumer
 
     return AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                            enable_auto_commit=False, fetch_max_wait_ms=50,
+                            enable_auto_commit=False, fetch_max_wait_ms=max_wait_ms,
                             max_partition_fetch_bytes=FETCH_BYTES, auto_offset_reset="earliest",
                             client_id=f"ragstream-ends-{uuid.uuid4().hex[:8]}")
 
@@ -163,14 +183,15 @@ async def partition_heads(bootstrap: str, positions: Mapping[Any, Optional[int]]
 
     The end offset is the Fetch high watermark with quirks on (quirk 5), else
     ListOffsets.  ``consumer``: a started :func:`fetch_consumer` to reuse (its
-    assignment is replaced); default: one made for this call.  Raises
-    ``TimeoutError`` when the broker does not answer every partition within
-    ``END_OFFSETS_TIMEOUT_S`` seconds.
+    assignment is replaced); default: one made for this call.  Partitions it does
+    not answer within ``QUICK_ROUNDS_S`` are asked again by a patient consumer
+    (quirk 6).  Raises ``TimeoutError`` when the broker does not answer every
+    partition within ``END_OFFSETS_TIMEOUT_S`` seconds.
     """
     import asyncio
 
-    from aiokafka.errors import RecordTooLargeError
-
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + END_OFFSETS_TIMEOUT_S
     own = consumer is None
     if own:
         consumer = fetch_consumer(bootstrap)
@@ -179,40 +200,59 @@ async def partition_heads(bootstrap: str, positions: Mapping[Any, Optional[int]]
         parts = list(positions)
         if not parts:
             return {}
-        consumer.assign(parts)
-        for tp in parts:
-            if positions[tp] is None:
-                await consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, positions[tp])
-        first: dict[Any, Any] = {}
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + END_OFFSETS_TIMEOUT_S
-
-        # done: a record came back, or the position reached the high watermark (a
-        # Fetch may answer a partition empty while it holds records: not done)
-        while waiting := [tp for tp in parts if tp not in first]:
-            if loop.time() > deadline:
-                raise TimeoutError(f"no fetch answer for {waiting} in {END_OFFSETS_TIMEOUT_S:g} s")
-            try:
-                batches = await consumer.getmany(*waiting, timeout_ms=200)
-            except RecordTooLargeError:  # a record over FETCH_BYTES: its timestamp stays unknown
-                batches = {tp: None for tp in waiting if consumer.highwater(tp) is not None}
-            for tp in waiting:
-                if tp in batches:
-                    first[tp] = batches[tp][0] if batches[tp] else None
-                elif (hw := consumer.highwater(tp)) is not None and await consumer.position(tp) >= hw:
-                    first[tp] = None
-        ends = {tp: int(consumer.highwater(tp)) for tp in parts}
-        if not quirks_enabled():
-            ends = dict(await consumer.end_offsets(parts))
-        return {tp: PartitionHead(ends[tp],
-                                  first[tp].offset if first.get(tp) is not None else None,
-                                  first[tp].timestamp if first.get(tp) is not None else None)
-                for tp in parts}
+        heads = await _heads(consumer, positions, parts, min(deadline, loop.time() + QUICK_ROUNDS_S))
     finally:
         if own:
             await consumer.stop()
+    slow = [tp for tp in parts if tp not in heads]
+    if slow:
+        patient = fetch_consumer(bootstrap, PATIENT_WAIT_MS)
+        await patient.start()
+        try:
+            heads.update(await _heads(patient, positions, slow, deadline))
+        finally:
+            await patient.stop()
+    if waiting := [tp for tp in parts if tp not in heads]:
+        raise TimeoutError(f"no fetch answer for {waiting} in {END_OFFSETS_TIMEOUT_S:g} s")
+    return heads
+
+
+async def _heads(consumer: Any, positions: Mapping[Any, Optional[int]], parts: Sequence[Any],
+                 until: float) -> dict[Any, PartitionHead]:
+    """The heads of the ``parts`` that ``consumer`` answers before the loop time
+    ``until`` (the others are left out)."""
+    import asyncio
+
+    from aiokafka.errors import RecordTooLargeError
+
+    consumer.assign(parts)
+    for tp in parts:
+        if positions[tp] is None:
+            await consumer.seek_to_beginning(tp)
+        else:
+            consumer.seek(tp, positions[tp])
+    first: dict[Any, Any] = {}
+    loop = asyncio.get_running_loop()
+    # done: a record came back, or the position reached the high watermark (a
+    # Fetch may answer a partition empty while it holds records: not done)
+    while (waiting := [tp for tp in parts if tp not in first]) and loop.time() < until:
+        try:
+            batches = await consumer.getmany(*waiting, timeout_ms=200)
+        except RecordTooLargeError:  # a record over FETCH_BYTES: its timestamp stays unknown
+            batches = {tp: None for tp in waiting if consumer.highwater(tp) is not None}
+        for tp in waiting:
+            if tp in batches:
+                first[tp] = batches[tp][0] if batches[tp] else None
+            elif (hw := consumer.highwater(tp)) is not None and await consumer.position(tp) >= hw:
+                first[tp] = None
+    answered = [tp for tp in parts if tp in first]
+    ends = {tp: int(consumer.highwater(tp)) for tp in answered}
+    if answered and not quirks_enabled():
+        ends = dict(await consumer.end_offsets(answered))
+    return {tp: PartitionHead(ends[tp],
+                              first[tp].offset if first[tp] is not None else None,
+                              first[tp].timestamp if first[tp] is not None else None)
+            for tp in answered}
 
 
 async def end_offsets(bootstrap: str, partitions: Sequence[Any]) -> dict[Any, int]:
