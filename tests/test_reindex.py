@@ -202,7 +202,7 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     read, written = run(_catch_up(stack, project, test_report.group, v3))
     assert read >= written == late.last[late_id].chunks_total
     assert {d for d, _ in ca.chunk_versions(store, v3).values()} == {d for d, _ in ca.chunk_versions(store, v1).values()}
-    assert run(_catch_up(stack, project, test_report.group, v3)) == (0, 0)  # offsets committed
+    assert run(_catch_up(stack, project, test_report.group, v3))[1] == 0  # offsets committed: nothing again
 
     assert _cli("reindex", "-p", project, "--promote") == {"project": project, "alias": "prod",
                                                              "from": v1, "to": v3}
