@@ -192,11 +192,14 @@ class Replay:
             batches = await self.consumer.getmany(*pending, timeout_ms=int(min(remaining, 0.5) * 1000),
                                                   max_records=BATCH)
             for tp, messages in batches.items():
+                beyond = any(m.offset >= ends[tp] for m in messages)
                 messages = [m for m in messages if m.offset < ends[tp]]
                 self.records += len(messages)
                 await self._write([m.value for m in messages])
                 if messages:
                     await self.consumer.commit({tp: messages[-1].offset + 1})
+                if beyond:  # fetched past the end: the next pass must read those again
+                    self.consumer.seek(tp, ends[tp])
             for tp in list(pending):
                 if await self.consumer.position(tp) >= ends[tp]:
                     pending.discard(tp)
