@@ -11,7 +11,7 @@ lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index
 SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60).
 
-Size: ~420 lines — one client class whose every call shares the reconnect wrapper
+Size: ~450 lines — one client class whose every call shares the reconnect wrapper
 (``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
 reads from writes would export those private helpers across modules.
 Measured on Milvus Lite 3.2 (pymilvus 3.0.2): its analyzers are only "standard"
@@ -94,6 +94,18 @@ def alias_name(project: str) -> str:
     return "chunks_" + project.replace("-", "_")
 
 
+ALIASES = ("prod", "test")
+
+
+def alias_for(project: str, alias: str = "prod") -> str:
+    """The project's ``prod`` alias (:func:`alias_name`, what ingestion writes) or its
+    ``test`` alias ``chunks_{project}_test`` (made by ``ragstream reindex --alias test``
+    and searched with ``--alias test``).  Raises ValueError for another alias kind."""
+    if alias not in ALIASES:
+        raise ValueError(f"alias must be one of {ALIASES}, not {alias!r}")
+    return alias_name(project) + ("_test" if alias == "test" else "")
+
+
 # gRPC channel options Milvus Lite's server accepts (see the module docstring)
 GRPC_OPTIONS = {
     "grpc.keepalive_time_ms": 300_000,
@@ -146,6 +158,30 @@ def _unless_exists(create: Callable[[], Any]) -> None:
     except MilvusException as exc:
         if "already exist" not in str(exc):
             raise
+
+
+def create_chunk_collection(client: MilvusClient, name: str) -> None:
+    """Create the physical collection ``name`` with the chunk schema (fields, BM25
+    function, FLAT/IP and sparse indexes); "already exists" is not an error."""
+    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+    schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
+    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
+    schema.add_field("document_id", DataType.VARCHAR, max_length=256)
+    schema.add_field("version", DataType.INT64)
+    schema.add_field("chunk_index", DataType.INT64)
+    schema.add_field("page_number", DataType.INT64)
+    schema.add_field("element_types", DataType.VARCHAR, max_length=1024)
+    schema.add_field("filename", DataType.VARCHAR, max_length=1024)
+    schema.add_field("project", DataType.VARCHAR, max_length=64)
+    schema.add_field("category", DataType.VARCHAR, max_length=128)
+    schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True, analyzer_params=ANALYZER)
+    schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
+                                 input_field_names=["text"], output_field_names=[SPARSE]))
+    index = client.prepare_index_params()
+    index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
+    index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    _unless_exists(lambda: client.create_collection(name, schema=schema, index_params=index))
 
 
 class VectorStore:
@@ -245,6 +281,11 @@ class VectorStore:
                 self._drop(used[0])
             raise
 
+    def run_sync(self, op: str, fn: Callable[[MilvusClient], T]) -> T:
+        """``fn(client)`` with this store's reconnects and retries (:meth:`_call`), for
+        operations outside this class (adapters/collection_aliases.py)."""
+        return self._call(op, fn)
+
     # -- collections ------------------------------------------------------------------
     def ensure_collection_sync(self, project: str) -> str:
         """Create ``chunks_{project}_v1`` and its alias when the alias is missing,
@@ -252,41 +293,25 @@ class VectorStore:
         alias = alias_name(project)
         return self._call("ensure_collection", lambda client: self._ensure(client, alias))
 
-    def _ensure(self, client: MilvusClient, alias: str) -> str:
-        """Create (once) and load the alias's collection.  Race-safe: threads of this
-        process take turns; another process creating the same collection or alias
-        first is fine (its "already exists" is ignored)."""
+    def _ensure(self, client: MilvusClient, alias: str, create: bool = True) -> str:
+        """Create (once, when ``create``) and load the alias's collection.  Race-safe:
+        threads of this process take turns; another process creating the same
+        collection or alias first is fine (its "already exists" is ignored).  A
+        missing alias with ``create`` False raises LookupError."""
         if alias in self._ready:
             return alias
         with self._ensure_lock:
-            return self._ensure_locked(client, alias)
+            return self._ensure_locked(client, alias, create)
 
-    def _ensure_locked(self, client: MilvusClient, alias: str) -> str:
+    def _ensure_locked(self, client: MilvusClient, alias: str, create: bool) -> str:
         if alias in self._ready:
             return alias
         if alias not in set(client.list_aliases().get("aliases", [])) and not client.has_collection(alias):
+            if not create:
+                raise LookupError(f"Milvus alias {alias} does not exist (ragstream reindex --alias test makes it)")
             physical = f"{alias}_v1"
             if not client.has_collection(physical):
-                schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-                schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
-                schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
-                schema.add_field("document_id", DataType.VARCHAR, max_length=256)
-                schema.add_field("version", DataType.INT64)
-                schema.add_field("chunk_index", DataType.INT64)
-                schema.add_field("page_number", DataType.INT64)
-                schema.add_field("element_types", DataType.VARCHAR, max_length=1024)
-                schema.add_field("filename", DataType.VARCHAR, max_length=1024)
-                schema.add_field("project", DataType.VARCHAR, max_length=64)
-                schema.add_field("category", DataType.VARCHAR, max_length=128)
-                schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX,
-                                 enable_analyzer=True, analyzer_params=ANALYZER)
-                schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
-                schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
-                                             input_field_names=["text"], output_field_names=[SPARSE]))
-                index = client.prepare_index_params()
-                index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
-                index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-                _unless_exists(lambda: client.create_collection(physical, schema=schema, index_params=index))
+                create_chunk_collection(client, physical)
             _unless_exists(lambda: client.create_alias(physical, alias))
         client.load_collection(alias, timeout=self.timeout_s)
         fields = client.describe_collection(alias, timeout=self.timeout_s).get("fields", [])
@@ -349,11 +374,12 @@ class VectorStore:
         return [r["chunk_id"] for r in res]
 
     def search_sync(self, project: str, vector: Sequence[float], k: int = 5,
-                    filter: str = "") -> list[dict[str, Any]]:
-        """Top-``k`` chunks by inner product (= cosine); each hit: fields + ``score``."""
-        alias = alias_name(project)
+                    filter: str = "", alias: str = "prod") -> list[dict[str, Any]]:
+        """Top-``k`` chunks by inner product (= cosine); each hit: fields + ``score``.
+        ``alias``: "prod" or "test" (:func:`alias_for`; a missing test alias: LookupError)."""
+        name = alias_for(project, alias)
         data = [list(vector)]
-        res = self._call("search", lambda c: c.search(self._ensure(c, alias), data=data, limit=k, filter=filter,
+        res = self._call("search", lambda c: c.search(self._ensure(c, name, alias == "prod"), data=data, limit=k, filter=filter,
                                                       output_fields=OUTPUT_FIELDS, anns_field="vector",
                                                       timeout=self.timeout_s))
         hits = []
@@ -364,21 +390,22 @@ class VectorStore:
         return hits
 
     def hybrid_search_sync(self, project: str, vector: Sequence[float], query: str, k: int = 5,
-                           filter: str = "") -> HybridHits:
+                           filter: str = "", alias: str = "prod") -> HybridHits:
         """Top-``k`` chunks by dense ANN (cosine) and BM25 over ``text``, each limited
         to ``k`` and narrowed by the same ``filter``, fused by Milvus's RRFRanker(60).
         Dense only (``fallback_reason`` says why) when the collection has no BM25
         field (old schema) or ``query`` has no word token.  Every hit carries
         ``dense_score`` (the inner product of ``vector`` and the chunk's vector, the
-        cosine; Milvus's hybrid search returns only the fused score)."""
-        alias = alias_name(project)
+        cosine; Milvus's hybrid search returns only the fused score).  ``alias``: as
+        for :meth:`search_sync`."""
+        name, create = alias_for(project, alias), alias == "prod"
         reason = None
-        if not self._call("describe", lambda c: self._bm25.get(self._ensure(c, alias), False)):
-            reason = f"collection {alias} has no BM25 field (made before hybrid search): dense only"
+        if not self._call("describe", lambda c: self._bm25.get(self._ensure(c, name, create), False)):
+            reason = f"collection {name} has no BM25 field (made before hybrid search): dense only"
         elif not re.search(r"\w", query):
             reason = "query has no word to match: dense only"
         if reason is not None:
-            hits = self.search_sync(project, vector, k, filter)
+            hits = self.search_sync(project, vector, k, filter, alias)
             for h in hits:
                 h["dense_score"] = h["score"]
             return HybridHits(hits, ["dense"], reason)
@@ -388,7 +415,7 @@ class VectorStore:
                     AnnSearchRequest(data=[query], anns_field=SPARSE, param={"metric_type": "BM25"}, limit=k,
                                      expr=filter or None)]
         res = self._call("hybrid_search", lambda c: c.hybrid_search(
-            self._ensure(c, alias), requests, RRFRanker(RRF_K), limit=k,
+            self._ensure(c, name, create), requests, RRFRanker(RRF_K), limit=k,
             output_fields=OUTPUT_FIELDS + ["vector"], timeout=self.timeout_s))
         hits = []
         for hit in res[0] if res else []:
@@ -416,9 +443,9 @@ class VectorStore:
         return await asyncio.to_thread(self.count_sync, project, document_id, version)
 
     async def search(self, project: str, vector: Sequence[float], k: int = 5,
-                     filter: str = "") -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.search_sync, project, vector, k, filter)
+                     filter: str = "", alias: str = "prod") -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.search_sync, project, vector, k, filter, alias)
 
     async def hybrid_search(self, project: str, vector: Sequence[float], query: str, k: int = 5,
-                            filter: str = "") -> HybridHits:
-        return await asyncio.to_thread(self.hybrid_search_sync, project, vector, query, k, filter)
+                            filter: str = "", alias: str = "prod") -> HybridHits:
+        return await asyncio.to_thread(self.hybrid_search_sync, project, vector, query, k, filter, alias)

@@ -8,6 +8,7 @@ command group in this package.
     ragstream ingest PATH...            upload, queue, follow         cli/ingest.py
     ragstream status [DOC] [--follow]   projection / live changelog   cli/ingest.py
     ragstream search "query"            top-k chunks                  cli/search.py
+    ragstream reindex -p P [--rollback] replay into a new collection  cli/reindex.py
     ragstream api / apikey ...          HTTP API, per-project keys    cli/api.py
     ragstream profiles list|set|delete  category profiles             cli/profiles.py
     ragstream dlq list|redrive          dead letters                  cli/dlq.py
@@ -40,7 +41,7 @@ console = Console()
 
 def _mount() -> None:
     from bench.cli import bench_app
-    from cli import api, demo, drill, ingest, lag, search, worker
+    from cli import api, demo, drill, ingest, lag, reindex, search, worker
     from cli.db import db_app
     from cli.dev import dev_app
     from cli.dlq import dlq_app
@@ -53,6 +54,7 @@ def _mount() -> None:
     lag.register(app, console)
     ingest.register(app, console)
     search.register(app, console)
+    reindex.register(app, console)
     api.register(app)  # ragstream api, ragstream apikey
     demo.register(app, console)
     drill.register(app)

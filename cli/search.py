@@ -1,7 +1,8 @@
 """``ragstream search "query"``: a project's top-k chunks with score, file, page and
 text, the rankings that ran and whether the cross-encoder reranked them (the search
 itself is :func:`search.query.search`); ``--json`` prints one JSON object instead
-(:func:`result_json`), and ``--category/--document/--page-from/--page-to`` narrow it.
+(:func:`result_json`), and ``--category/--document/--page-from/--page-to`` narrow it;
+``--alias test`` searches the collection behind the project's test alias.
 """
 from __future__ import annotations
 
@@ -52,7 +53,10 @@ def register(app: typer.Typer, console: Console) -> None:
                document: Optional[str] = typer.Option(None, "--document", help="only this document id"),
                page_from: Optional[int] = typer.Option(None, "--page-from", min=1, help="first page (inclusive)"),
                page_to: Optional[int] = typer.Option(None, "--page-to", min=1, help="last page (inclusive)"),
-               mode: str = typer.Option("hybrid", "--mode", help="hybrid (dense + BM25) or dense")) -> None:
+               mode: str = typer.Option("hybrid", "--mode", help="hybrid (dense + BM25) or dense"),
+               alias: str = typer.Option("prod", "--alias",
+                                         help="prod (chunks_P) or test (chunks_P_test, made by reindex --alias test)")
+               ) -> None:
         """Search a project's chunks (dense + BM25, reranked when a cross-encoder is
         configured); prints score, document, page and text, or JSON with --json."""
         from search.query import SearchFilters, search as run_search
@@ -60,9 +64,16 @@ def register(app: typer.Typer, console: Console) -> None:
         if mode not in ("hybrid", "dense"):
             typer.echo(f"error: --mode must be hybrid or dense, not {mode!r}", err=True)
             raise typer.Exit(code=2)
+        if alias not in ("prod", "test"):
+            typer.echo(f"error: --alias must be prod or test, not {alias!r}", err=True)
+            raise typer.Exit(code=2)
         filters = SearchFilters(category=category, document_id=document, page_from=page_from, page_to=page_to)
-        result = asyncio.run(run_search(query, project=project, k=k, settings=get_settings(),
-                                        filters=filters, mode=mode))
+        try:
+            result = asyncio.run(run_search(query, project=project, k=k, settings=get_settings(),
+                                            filters=filters, mode=mode, alias=alias))
+        except LookupError as exc:  # no test alias yet
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=2) from exc
         if as_json:
             typer.echo(json.dumps(result_json(query, project, k, result), ensure_ascii=False))
             return

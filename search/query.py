@@ -100,37 +100,40 @@ class SearchClients:
 
 async def current_candidates(vector: list[float], query: str, *, project: str, want: int,
                              settings: Settings, filters: SearchFilters | None = None,
-                             mode: str = "hybrid", clients: SearchClients | None = None) -> HybridHits:
+                             mode: str = "hybrid", clients: SearchClients | None = None,
+                             alias: str = "prod") -> HybridHits:
     """Up to ``want`` candidates (best first; ``mode`` "hybrid": dense + BM25 fused
     by RRF, "dense": dense ANN only) that belong to their document's current version
-    (adapters/version_ledger.py ``current_versions``) and pass ``filters``.  Uses
-    ``clients`` when given, else opens (and closes) its own."""
+    (adapters/version_ledger.py ``current_versions``) and pass ``filters``, from the
+    collection behind the project's ``alias`` ("prod", or "test": the one
+    ``ragstream reindex --alias test`` built; LookupError when it does not exist).
+    Uses ``clients`` when given, else opens (and closes) its own."""
     from adapters.metadata import Metadata
 
     if mode not in ("hybrid", "dense"):
         raise ValueError(f"mode must be 'hybrid' or 'dense', not {mode!r}")
     if clients is not None:
         return await _candidates(clients, vector, query, project=project, want=want,
-                                 filters=filters, mode=mode)
+                                 filters=filters, mode=mode, alias=alias)
     store = VectorStore(settings.milvus_uri)
     try:
         async with Metadata(settings.pg_dsn) as metadata:
             return await _candidates(SearchClients(metadata, store), vector, query, project=project,
-                                     want=want, filters=filters, mode=mode)
+                                     want=want, filters=filters, mode=mode, alias=alias)
     finally:
         store.close()
 
 
 async def _candidates(clients: SearchClients, vector: list[float], query: str, *, project: str,
-                      want: int, filters: SearchFilters | None, mode: str) -> HybridHits:
+                      want: int, filters: SearchFilters | None, mode: str, alias: str = "prod") -> HybridHits:
     store, metadata = clients.vectors, clients.metadata
     expr = filters.milvus_expr() if filters else ""
     limit = want
     while True:
         if mode == "hybrid":
-            found = await store.hybrid_search(project, vector, query, k=limit, filter=expr)
+            found = await store.hybrid_search(project, vector, query, k=limit, filter=expr, alias=alias)
         else:
-            hits = await store.search(project, vector, k=limit, filter=expr)
+            hits = await store.search(project, vector, k=limit, filter=expr, alias=alias)
             found = HybridHits([{**h, "dense_score": h["score"]} for h in hits], ["dense"])
         hits = found.hits
         current = await metadata.ledger.current_versions(
@@ -168,16 +171,19 @@ async def embed_query(query: str, settings: Settings) -> tuple[Any, str]:
 
 async def search(query: str, *, project: str, k: int, settings: Settings,
                  rerank_results: bool = True, filters: SearchFilters | None = None,
-                 mode: str = "hybrid", clients: SearchClients | None = None) -> SearchResult:
+                 mode: str = "hybrid", clients: SearchClients | None = None,
+                 alias: str = "prod") -> SearchResult:
     """Top-``k`` chunks for ``query`` in ``project`` narrowed by ``filters``; ``mode``
     "hybrid" (default: dense + BM25) or "dense" (see the module docstring); open
-    ``clients`` to reuse (else each call opens its own).  Raises ValueError for
-    another mode."""
+    ``clients`` to reuse (else each call opens its own); ``alias`` "prod" (default)
+    or "test" (:func:`current_candidates`).  Raises ValueError for another mode or
+    alias, LookupError for a test alias not made yet."""
     from adapters.reranker import TritonReranker, rerank
 
     vector, query_embedder = await embed_query(query, settings)
     found = await current_candidates(vector.tolist(), query, project=project, want=max(4 * k, 20),
-                                     settings=settings, filters=filters, mode=mode, clients=clients)
+                                     settings=settings, filters=filters, mode=mode, clients=clients,
+                                     alias=alias)
     candidates = found.hits
     if not candidates:
         return SearchResult([], False, _reasons("no candidates", found.fallback_reason),

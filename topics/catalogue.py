@@ -58,8 +58,9 @@ PARTITION_TASKS = TopicSpec("ragstream.partition-tasks", PartitionTask,
 ELEMENTS = TopicSpec("ragstream.elements", ElementsReady,
                      "partitioned elements stored as JSON in object storage")
 CHUNKS = TopicSpec("ragstream.chunks", Chunk, "one event per chunk (chunk_by_title, sized to the embedder's word-piece limit)")
-ENHANCED = TopicSpec("ragstream.enhanced-chunks", Chunk, "chunks with their text to embed")
-EMBEDDINGS = TopicSpec("ragstream.embeddings", EmbeddedChunk, "chunks with their embedding")
+# kept forever: ``ragstream reindex`` replays them into a new collection (streams/reindex.py)
+ENHANCED = TopicSpec("ragstream.enhanced-chunks", Chunk, "chunks with their text to embed", retention_ms=-1)
+EMBEDDINGS = TopicSpec("ragstream.embeddings", EmbeddedChunk, "chunks with their embedding", retention_ms=-1)
 STATUS = TopicSpec("ragstream.status", StatusEvent,
                    "status changelog, key: document id", retention_ms=-1, compacted=True)
 DEAD_LETTERS = TopicSpec("ragstream.dead-letters", DeadLetter,

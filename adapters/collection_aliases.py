@@ -1,0 +1,113 @@
+"""Physical collections and aliases of a project in Milvus, for reindexing.
+
+A project's chunks live in physical collections ``chunks_{project}_v{n}``
+(n = 1, 2, …); what readers and the index stage use is an alias in front of one of
+them: ``prod`` = ``chunks_{project}`` (ingestion writes through it, search reads
+it), ``test`` = ``chunks_{project}_test`` (only ``ragstream reindex --alias test``
+moves it, ``ragstream search --alias test`` reads it).  ``adapters.vector_store``
+``alias_for`` spells both.  A reindex builds ``v{n+1}`` beside the others and moves
+an alias with :func:`point_alias` (Milvus ``alter_alias``: one metadata change, so a
+search sees the old or the new collection, never neither; measured on Milvus Lite
+3.2, ``tests/test_reindex.py``).  Old versions are kept for rollback.
+
+Every function runs through the store's reconnecting wrapper
+(``VectorStore.run_sync``) and blocks: call it in a thread from async code.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Optional, Sequence
+
+from adapters.vector_store import SPARSE, TEXT_MAX, VectorStore, alias_name, create_chunk_collection
+
+
+def physical_name(project: str, version: int) -> str:
+    """``chunks_{project}_v{version}`` (``-`` in the project becomes ``_``)."""
+    return f"{alias_name(project)}_v{int(version)}"
+
+
+def physical_versions(store: VectorStore, project: str) -> dict[int, str]:
+    """``{n: "chunks_{project}_v{n}"}`` for every physical collection of the project."""
+    pattern = re.compile(re.escape(alias_name(project)) + r"_v(\d+)")
+    names = store.run_sync("list_collections", lambda c: c.list_collections())
+    return {int(m.group(1)): name for name in names if (m := pattern.fullmatch(name))}
+
+
+def alias_target(store: VectorStore, alias: str) -> Optional[str]:
+    """The physical collection ``alias`` points at, or None when there is no such alias."""
+    def target(client) -> Optional[str]:
+        if alias not in set(client.list_aliases().get("aliases", [])):
+            return None
+        return client.describe_alias(alias)["collection_name"]
+
+    return store.run_sync("describe_alias", target)
+
+
+def version_of(project: str, collection: Optional[str]) -> Optional[int]:
+    """n of ``chunks_{project}_v{n}``; None for None or another name."""
+    m = re.fullmatch(re.escape(alias_name(project)) + r"_v(\d+)", collection or "")
+    return int(m.group(1)) if m else None
+
+
+def create_version(store: VectorStore, project: str, version: int) -> str:
+    """Create (if missing) and load ``chunks_{project}_v{version}``; returns its name."""
+    name = physical_name(project, version)
+
+    def create(client) -> str:
+        create_chunk_collection(client, name)
+        client.load_collection(name, timeout=store.timeout_s)
+        return name
+
+    return store.run_sync("create_collection", create)
+
+
+def point_alias(store: VectorStore, alias: str, collection: str) -> Optional[str]:
+    """Point ``alias`` at ``collection`` (loaded first, so the first search after the
+    swap does not wait for a load): ``alter_alias`` when it exists, else
+    ``create_alias``.  Returns the collection it pointed at before (None: new alias)."""
+    def swap(client) -> Optional[str]:
+        client.load_collection(collection, timeout=store.timeout_s)
+        aliases = set(client.list_aliases().get("aliases", []))
+        if alias in aliases:
+            before = client.describe_alias(alias)["collection_name"]
+            if before != collection:
+                client.alter_alias(collection, alias)
+            return before
+        client.create_alias(collection, alias)
+        return None
+
+    return store.run_sync("alter_alias", swap)
+
+
+def upsert_rows(store: VectorStore, collection: str, rows: Sequence[dict[str, Any]]) -> int:
+    """Upsert chunk rows (``VectorStore.upsert_sync``'s keys) into one physical
+    collection; returns the row count."""
+    rows = [{**row, "text": row["text"][: TEXT_MAX // 4]} for row in rows]  # VARCHAR limit is in bytes
+    for row in rows:
+        row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
+    if rows:
+        store.run_sync("upsert", lambda c: c.upsert(collection, rows, timeout=store.timeout_s))
+    return len(rows)
+
+
+def delete_where(store: VectorStore, collection: str, expr: str) -> None:
+    """Delete the rows of ``collection`` matching the Milvus expression ``expr``."""
+    store.run_sync("delete", lambda c: c.delete(collection, filter=expr, timeout=store.timeout_s))
+
+
+def chunk_versions(store: VectorStore, collection: str, batch: int = 4096) -> dict[str, tuple[str, int]]:
+    """``{chunk_id: (document_id, version)}`` of every row in ``collection`` (a query
+    iterator, Strong consistency: writes acknowledged before the call are seen)."""
+    def read(client) -> dict[str, tuple[str, int]]:
+        out: dict[str, tuple[str, int]] = {}
+        it = client.query_iterator(collection, batch_size=batch, filter="",
+                                   output_fields=["chunk_id", "document_id", "version"],
+                                   consistency_level="Strong", timeout=store.timeout_s)
+        try:
+            while rows := it.next():
+                out.update((r["chunk_id"], (r["document_id"], int(r["version"]))) for r in rows)
+        finally:
+            it.close()
+        return out
+
+    return store.run_sync("query_iterator", read)

@@ -1,0 +1,75 @@
+"""``ragstream reindex -p P``: rebuild a project's Milvus collection by replaying its
+retained topic into ``chunks_P_v{n+1}`` and swap an alias to it (the work is
+:mod:`streams.reindex`); ``--rollback`` points the alias back at the previous
+version, ``--promote`` points prod at the test alias's collection.
+
+Prints a short report (collection, records replayed, chunks written, seconds,
+``alias: old → new``), or one JSON object with ``--json``.  Exit 1 when the new
+collection stayed incomplete (no alias moved), 2 for a usage error or a missing
+collection/alias.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from streams.settings import get_settings
+
+
+def register(app: typer.Typer, console: Console) -> None:
+    """Add ``reindex`` to the main ``ragstream`` command."""
+
+    @app.command()
+    def reindex(project: str = typer.Option(..., "--project", "-p"),
+                embedder: Optional[str] = typer.Option(
+                    None, "--embedder", help="embed again with this backend (onnx|triton) from enhanced-chunks; "
+                                             "default: reuse the vectors of the embeddings topic"),
+                alias: str = typer.Option("prod", "--alias", help="which alias to swap: prod (chunks_P) or test"),
+                rollback: bool = typer.Option(False, "--rollback", help="point the alias back at the previous "
+                                                                        "collection version"),
+                promote: bool = typer.Option(False, "--promote", help="point prod at the test alias's collection"),
+                complete_within_s: float = typer.Option(120.0, "--complete-within", help="seconds to wait for "
+                                                        "the new collection to hold every current chunk"),
+                as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+        """Rebuild a project's index by replaying its topic into a new collection, then
+        swap the alias (search keeps serving the old one until then)."""
+        from streams import reindex as rx
+
+        settings = get_settings()
+        if alias not in ("prod", "test"):
+            typer.echo(f"error: --alias must be prod or test, not {alias!r}", err=True)
+            raise typer.Exit(code=2)
+        if embedder is not None and embedder not in ("onnx", "triton"):
+            typer.echo(f"error: --embedder must be onnx or triton, not {embedder!r}", err=True)
+            raise typer.Exit(code=2)
+        if rollback and promote:
+            typer.echo("error: --rollback and --promote exclude each other", err=True)
+            raise typer.Exit(code=2)
+        try:
+            if rollback or promote:
+                before, after = asyncio.run(rx.rollback(project, settings=settings, alias=alias) if rollback
+                                            else rx.promote(project, settings=settings))
+                name = "test" if rollback and alias == "test" else "prod"
+                out = {"project": project, "alias": name, "from": before, "to": after}
+                typer.echo(json.dumps(out) if as_json else f"{name} alias of {project}: {before} → {after}")
+                return
+            report = asyncio.run(rx.reindex(project, settings=settings, embedder=embedder, alias=alias,
+                                            complete_within_s=complete_within_s))
+        except LookupError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=2) from exc
+        except rx.ReindexIncomplete as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=1) from exc
+        if as_json:
+            typer.echo(json.dumps(report.as_dict()))
+            return
+        console.print(f"collection {report.collection} (topic {report.topic}, group {report.group})")
+        console.print(f"records replayed {report.records_replayed} (catch-up {report.catch_up_records}), "
+                      f"chunks written {report.chunks_written}, documents {report.documents}, "
+                      f"pruned {report.pruned}, {report.seconds:.1f} s")
+        console.print(f"swapped {report.alias}: {report.previous} → {report.collection}")

@@ -1,0 +1,366 @@
+"""Reindex a project by replaying a retained topic into a new Milvus collection, then
+swap an alias to it (``ragstream reindex``).
+
+    replay ─ embeddings (or enhanced-chunks + an embedder) ─→ chunks_P_v{n+1}
+    verify ─ per document: rows of its current version == the ledger's chunk count
+    swap   ─ alias chunks_P (prod) or chunks_P_test (test) → chunks_P_v{n+1}
+    catch up ─ records written meanwhile, from the replay group's offsets to the new end
+
+1. The physical collection ``chunks_P_v{n+1}`` is created (n: the project's highest
+   existing version, adapters/collection_aliases.py).  Search keeps reading the old
+   collection through the alias meanwhile.
+2. A new consumer group ``ragstream-reindex-P-v{n+1}`` reads the topic from the
+   earliest retained record (or its committed offsets: a reindex that died resumes)
+   up to the end offsets taken at the start (``broker_quirks.end_offsets``), with
+   partitions assigned by hand and offsets committed after each written batch.  The
+   topic is ``embeddings`` (the vectors are reused) or, with ``--embedder NAME``,
+   ``enhanced-chunks``, embedded again with that backend (``adapters.embedder``).
+   Kept: records of project P whose version is wanted (:func:`wanted`, the same
+   rules as the index stage: not deleted, not FAILED, and either the document's
+   current COMPLETED version or a newer one still in flight, which the live index
+   stage would complete later).  Every topic the replay reads is kept forever
+   (topics/catalogue.py): replay needs the records of every current version.
+3. Verification: for each document of P with a current COMPLETED version in the
+   ledger, the new collection must hold that version's ``chunks`` rows.  Until it
+   does (a version completing now has records past the first end offsets), the
+   replay goes on to fresh end offsets, polled for up to ``complete_within_s``
+   seconds; then :class:`ReindexIncomplete` is raised and no alias moves.
+4. The alias moves (``alter_alias``: atomic; the old collection stays for
+   ``--rollback``).  Then the catch-up pass reads from the group's offsets to new end
+   offsets: what the live index stage wrote into the old collection between the
+   first end offsets and the swap.  Last, rows the ledger no longer wants (a
+   version superseded, failed or deleted during the run: the index stage removed
+   those from the old collection only) are deleted from the new one.
+
+Known limit: a version whose last chunks are indexed by the live stage right after
+the swap, while its first chunks went to the old collection and the catch-up has not
+yet copied them, counts too few rows in the new collection at that moment and is not
+completed by that batch; the catch-up copies the rows, but only a redelivery of one
+of its records would complete it.  The window is the few seconds between swap and
+catch-up.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+
+from adapters import collection_aliases as ca
+from adapters.metadata import Metadata
+from adapters.vector_store import VectorStore, alias_for, quote_literal
+from adapters.version_ledger import VersionLedger, VersionState
+from schemas import Chunk, EmbeddedChunk
+from streams import broker_quirks
+from streams.settings import Settings
+from topics import EMBEDDINGS, ENHANCED, TopicSpec
+
+log = logging.getLogger(__name__)
+BATCH = 256  # records written (and embedded) per Milvus upsert
+
+
+class ReindexIncomplete(RuntimeError):
+    """The new collection does not hold every current chunk: no alias was moved.
+    ``missing``: ``{document_id: (version, chunks wanted, rows present)}``."""
+
+    def __init__(self, collection: str, missing: dict[str, tuple[int, int, int]]):
+        self.collection = collection
+        self.missing = missing
+        sample = ", ".join(f"{d} v{v}: {have}/{want}" for d, (v, want, have) in sorted(missing.items())[:5])
+        super().__init__(f"{collection} lacks chunks of {len(missing)} document(s) ({sample}); alias not moved")
+
+
+@dataclass
+class ReindexReport:
+    """What :func:`reindex` did.  ``records_replayed``: records read (both passes);
+    ``chunks_written``: rows upserted into ``collection``; ``catch_up_records``: of
+    those read, how many in the catch-up pass; ``documents``: current documents
+    verified; ``pruned``: rows deleted after the catch-up; ``seconds``: wall time."""
+
+    project: str
+    alias: str
+    collection: str
+    previous: Optional[str]
+    topic: str
+    group: str
+    records_replayed: int = 0
+    chunks_written: int = 0
+    catch_up_records: int = 0
+    documents: int = 0
+    pruned: int = 0
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def wanted(state: VersionState) -> bool:
+    """Whether a record of ``state``'s version belongs in the index (the index stage's
+    rules, agents/index.py ``settle_version``): not deleted, not FAILED, and either
+    the current COMPLETED version or a newer version not superseded (in flight)."""
+    if state.deleted or (state.outcome is not None and state.outcome.outcome == "FAILED"):
+        return False
+    if state.version == state.current_completed:
+        return True
+    return state.version > state.current_completed and not state.superseded
+
+
+def chunk_row(chunk: EmbeddedChunk) -> dict[str, Any]:
+    """The Milvus row of an embedded chunk (the index stage writes the same fields)."""
+    return {"chunk_id": chunk.chunk_id, "vector": list(chunk.vector), "document_id": chunk.document_id,
+            "version": chunk.version, "chunk_index": chunk.index, "page_number": chunk.page_number,
+            "element_types": ",".join(chunk.element_types), "filename": chunk.filename,
+            "project": chunk.project, "category": chunk.category, "text": chunk.text}
+
+
+CURRENT_SQL = """
+SELECT DISTINCT ON (o.document_id) o.document_id, o.version, o.chunks
+FROM version_outcomes o LEFT JOIN document_deletions d ON d.document_id = o.document_id
+WHERE o.project = $1 AND o.outcome = 'COMPLETED' AND o.version > coalesce(d.up_to_version, 0)
+ORDER BY o.document_id, o.version DESC
+"""
+
+
+async def current_chunk_counts(ledger: VersionLedger, project: str) -> dict[str, tuple[int, int]]:
+    """``{document_id: (current COMPLETED version, its chunk count)}`` for a project."""
+    rows = await ledger.pool.fetch(CURRENT_SQL, project)
+    return {r["document_id"]: (int(r["version"]), int(r["chunks"])) for r in rows}
+
+
+class Replay:
+    """One consumer group replaying ``spec`` for ``project`` into ``collection``.
+
+    ``embedder``: None to take the vectors from the records (``embeddings``), or an
+    ``adapters.embedding.Embedder`` to embed ``Chunk`` records (``enhanced-chunks``).
+    Use as ``async with``; :meth:`run_to` may be called repeatedly.
+    """
+
+    def __init__(self, bootstrap: str, spec: TopicSpec, group: str, project: str, ledger: VersionLedger,
+                 store: VectorStore, collection: str, embedder: Any = None):
+        self.bootstrap, self.spec, self.group, self.project = bootstrap, spec, group, project
+        self.ledger, self.store, self.collection, self.embedder = ledger, store, collection, embedder
+        self.records = 0
+        self.written = 0
+        self._states: dict[tuple[str, int], bool] = {}
+
+    async def __aenter__(self) -> "Replay":
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
+            auto_offset_reset="earliest", client_id=f"{self.group}-{uuid.uuid4().hex[:6]}")
+        await self.consumer.start()
+        try:
+            if self.spec.name not in await self.consumer.topics():
+                raise KeyError(f"topic {self.spec.name} does not exist on {self.bootstrap}")
+            self.partitions = [TopicPartition(self.spec.name, p)
+                               for p in sorted(self.consumer.partitions_for_topic(self.spec.name) or ())]
+            self.consumer.assign(self.partitions)  # by hand: see kafka_io.tail_status
+            for tp in self.partitions:
+                committed = await self.consumer.committed(tp)
+                if committed is None:
+                    await self.consumer.seek_to_beginning(tp)
+                else:
+                    self.consumer.seek(tp, committed)
+        except BaseException:
+            await self.consumer.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.consumer.stop()
+
+    async def end_offsets(self) -> dict[TopicPartition, int]:
+        """The topic's end offsets now (Fetch high watermarks, broker quirk 5)."""
+        return await broker_quirks.end_offsets(self.bootstrap, self.partitions)
+
+    async def run_to(self, ends: dict[TopicPartition, int], timeout_s: float = 120.0) -> int:
+        """Read every partition up to ``ends``, write the wanted records, commit; returns
+        the records read.  Raises TimeoutError when they do not all arrive in time."""
+        self._states.clear()  # the ledger moves on: decide afresh each pass
+        before = self.records
+        pending = {tp for tp in self.partitions if await self.consumer.position(tp) < ends[tp]}
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{self.spec.name}: records up to the end offsets did not arrive "
+                                   f"in {timeout_s:g} s")
+            batches = await self.consumer.getmany(*pending, timeout_ms=int(min(remaining, 0.5) * 1000),
+                                                  max_records=BATCH)
+            for tp, messages in batches.items():
+                beyond = any(m.offset >= ends[tp] for m in messages)
+                messages = [m for m in messages if m.offset < ends[tp]]
+                self.records += len(messages)
+                await self._write([m.value for m in messages])
+                if messages:
+                    await self.consumer.commit({tp: messages[-1].offset + 1})
+                if beyond:  # fetched past the end: the next pass must read those again
+                    self.consumer.seek(tp, ends[tp])
+            for tp in list(pending):
+                if await self.consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+        return self.records - before
+
+    async def _write(self, values: Sequence[Optional[bytes]]) -> None:
+        from schemas.decode import UndecodableRecord, decode_event
+
+        value_type = Chunk if self.embedder is not None else EmbeddedChunk
+        kept = []
+        for raw in values:
+            try:
+                chunk = decode_event(value_type, raw)
+            except UndecodableRecord:
+                continue  # poison: the live stage dead-letters it
+            if chunk.project == self.project and await self._wanted(chunk.document_id, chunk.version):
+                kept.append(chunk)
+        if not kept:
+            return
+        if self.embedder is not None:
+            vectors = await self.embedder.embed([c.embed_text or c.text for c in kept])
+            model = getattr(self.embedder, "model_name", "all-MiniLM-L6-v2")
+            kept = [EmbeddedChunk(**c.asdict(), vector=v.tolist(), embedding_model=model)
+                    for c, v in zip(kept, vectors)]
+        rows = [chunk_row(c) for c in kept]
+        self.written += await asyncio.to_thread(ca.upsert_rows, self.store, self.collection, rows)
+
+    async def _wanted(self, document_id: str, version: int) -> bool:
+        key = (document_id, version)
+        if key not in self._states:
+            self._states[key] = wanted(await self.ledger.state(document_id, version))
+        return self._states[key]
+
+
+async def missing_chunks(store: VectorStore, ledger: VersionLedger, project: str,
+                         collection: str) -> tuple[dict[str, tuple[int, int, int]], int]:
+    """(``{document_id: (version, wanted, present)}`` for current versions whose rows
+    in ``collection`` are fewer than the ledger's chunk count, number of current
+    documents)."""
+    expected = await current_chunk_counts(ledger, project)
+    present: dict[tuple[str, int], int] = {}
+    for key in (await asyncio.to_thread(ca.chunk_versions, store, collection)).values():
+        present[key] = present.get(key, 0) + 1
+    missing = {doc: (v, n, present.get((doc, v), 0)) for doc, (v, n) in expected.items()
+               if present.get((doc, v), 0) < n}
+    return missing, len(expected)
+
+
+async def prune(store: VectorStore, ledger: VersionLedger, collection: str) -> int:
+    """Delete from ``collection`` the rows of every version :func:`wanted` rejects now;
+    returns the rows deleted."""
+    rows: dict[tuple[str, int], int] = {}
+    for key in (await asyncio.to_thread(ca.chunk_versions, store, collection)).values():
+        rows[key] = rows.get(key, 0) + 1
+    deleted = 0
+    for (doc, version), n in sorted(rows.items()):
+        if not wanted(await ledger.state(doc, version)):
+            expr = f"document_id == {quote_literal(doc)} and version == {int(version)}"
+            await asyncio.to_thread(ca.delete_where, store, collection, expr)
+            deleted += n
+    return deleted
+
+
+async def reindex(project: str, *, settings: Settings, embedder: Optional[str] = None, alias: str = "prod",
+                  complete_within_s: float = 120.0) -> ReindexReport:
+    """Build ``chunks_{project}_v{n+1}`` by replay, verify it, point ``alias`` ("prod"
+    or "test") at it, catch up (module docstring).  ``embedder``: None to reuse the
+    vectors of ``embeddings``; "onnx" or "triton" to embed ``enhanced-chunks`` again.
+    Raises LookupError when the project has no collection, ReindexIncomplete when
+    the new collection stays short of the ledger for ``complete_within_s`` s."""
+    from adapters.embedder import create_embedder
+
+    started = time.monotonic()
+    target = alias_for(project, alias)
+    store = VectorStore(settings.milvus_uri)
+    emb = None
+    try:
+        versions = await asyncio.to_thread(ca.physical_versions, store, project)
+        if not versions:
+            raise LookupError(f"project {project!r} has no Milvus collection to reindex")
+        new_version = max(versions) + 1
+        collection = await asyncio.to_thread(ca.create_version, store, project, new_version)
+        spec = EMBEDDINGS if embedder is None else ENHANCED
+        if embedder is not None:
+            emb = create_embedder(settings.model_copy(update={"embedder": embedder}))
+        group = f"ragstream-reindex-{project}-v{new_version}"
+        report = ReindexReport(project, target, collection, None, spec.name, group)
+        async with Metadata(settings.pg_dsn) as metadata, \
+                Replay(settings.kafka_bootstrap, spec, group, project, metadata.ledger, store,
+                       collection, emb) as replay:
+
+            async def replay_and_check() -> dict[str, tuple[int, int, int]]:
+                await replay.run_to(await replay.end_offsets())
+                missing, report.documents = await missing_chunks(store, metadata.ledger, project, collection)
+                return missing
+
+            # poll: a version completing now has records past the ends just read
+            polling = AsyncRetrying(stop=stop_after_delay(complete_within_s), wait=wait_fixed(0.5),
+                                    retry=retry_if_result(bool),
+                                    retry_error_callback=lambda state: state.outcome.result())
+            missing = await polling(replay_and_check)
+            if missing:
+                raise ReindexIncomplete(collection, missing)
+            report.previous = await asyncio.to_thread(ca.point_alias, store, target, collection)
+            before = replay.records
+            await replay.run_to(await replay.end_offsets())  # catch-up
+            report.catch_up_records = replay.records - before
+            report.pruned = await prune(store, metadata.ledger, collection)
+            report.records_replayed, report.chunks_written = replay.records, replay.written
+        report.seconds = time.monotonic() - started
+        return report
+    finally:
+        if emb is not None:
+            await emb.close()
+        store.close()
+
+
+async def rollback(project: str, *, settings: Settings, alias: str = "prod") -> tuple[str, str]:
+    """Point ``alias`` back at the highest physical version below the one it points at;
+    returns (from, to).  Raises LookupError when there is no alias or no older version."""
+    target = alias_for(project, alias)
+    store = VectorStore(settings.milvus_uri)
+    try:
+        current = await asyncio.to_thread(ca.alias_target, store, target)
+        now = ca.version_of(project, current)
+        if now is None:
+            raise LookupError(f"alias {target} points at no versioned collection ({current!r})")
+        older = [v for v in await asyncio.to_thread(ca.physical_versions, store, project) if v < now]
+        if not older:
+            raise LookupError(f"{current} is the oldest collection of {project!r}: nothing to roll back to")
+        previous = ca.physical_name(project, max(older))
+        await asyncio.to_thread(ca.point_alias, store, target, previous)
+        return current, previous
+    finally:
+        store.close()
+
+
+async def promote(project: str, *, settings: Settings) -> tuple[Optional[str], str]:
+    """Point the prod alias at the test alias's collection; returns (prod before, now).
+    Raises LookupError when the project has no test alias."""
+    store = VectorStore(settings.milvus_uri)
+    try:
+        tested = await asyncio.to_thread(ca.alias_target, store, alias_for(project, "test"))
+        if tested is None:
+            raise LookupError(f"project {project!r} has no test alias (ragstream reindex --alias test)")
+        before = await asyncio.to_thread(ca.point_alias, store, alias_for(project, "prod"), tested)
+        return before, tested
+    finally:
+        store.close()
+
+
+def aliases(project: str, *, settings: Settings) -> dict[str, Any]:
+    """``{"prod": collection or None, "test": …, "versions": [n, …]}`` (blocking)."""
+    store = VectorStore(settings.milvus_uri)
+    try:
+        return {"prod": ca.alias_target(store, alias_for(project, "prod")),
+                "test": ca.alias_target(store, alias_for(project, "test")),
+                "versions": sorted(ca.physical_versions(store, project))}
+    finally:
+        store.close()
+
+
+__all__ = ["ReindexIncomplete", "ReindexReport", "Replay", "aliases", "current_chunk_counts", "missing_chunks",
+           "promote", "prune", "reindex", "rollback", "wanted"]
