@@ -77,11 +77,17 @@ def test_round_trip_is_bit_identical_and_embeds_each_text_once(stack):
 
 
 def _cache_counts() -> dict[str, float]:
-    """The embed stage process's ``ragstream_embed_cache_total`` by result (0 when absent)."""
+    """The embed stage process's ``ragstream_embed_cache_total`` by result (0 when absent);
+    waits up to 180 s for its /metrics to answer (the worker may still be starting)."""
+    from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+
     from streams.worker import stage_metrics_port
 
     port = stage_metrics_port(WORKER_METRICS_PORT, "embed")
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    for attempt in Retrying(stop=stop_after_delay(180), wait=wait_fixed(1), reraise=True,
+                            retry=retry_if_exception_type(httpx.TransportError)):
+        with attempt:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     counts = {"hit": 0.0, "miss": 0.0}
     for line in text.splitlines():
         for result in counts:
@@ -99,10 +105,12 @@ def test_one_page_change_of_a_long_pdf_embeds_only_the_changed_chunks(stack, wor
     v2 = write_long_pdf(tmp_path / "v2" / "long-report.pdf", nonce, pages=100, changed_page=50)
 
     before = _cache_counts()
-    first = ingest([v1], project)
+    first = ingest([v1], project, timeout_s=1500)  # 100 pages: minutes on a loaded 2-core machine
+    assert not first.timed_out
     assert [(e.version, e.status) for e in first.last.values()] == [(1, "COMPLETED")], first.last
     after_v1 = _cache_counts()
-    second = ingest([v2], project)
+    second = ingest([v2], project, timeout_s=1500)
+    assert not second.timed_out
     assert [(e.version, e.status) for e in second.last.values()] == [(2, "COMPLETED")], second.last
     after_v2 = _cache_counts()
 
