@@ -2,28 +2,39 @@
 
 Batches across documents (``stream.take_events(max_batch, within=delay)``) and embeds
 each batch in one call (Triton or in-process ONNX Runtime, by settings.embedder).
-Vectors: float32, 384 dimensions, L2-normalised.
+Vectors: float32, 384 dimensions, L2-normalised.  A chunk whose exact embed text was
+embedded before by the same model is not embedded again: its vector comes from the
+embedding cache in PostgreSQL (adapters/embedding_cache.py, keyed by sha256 of model
+and text), so a new version that changes one page embeds only the changed chunks;
+``ragstream_embed_cache_total{result="hit"|"miss"}`` counts chunks each way.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
+from adapters.embedding_cache import embed_cached
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, EmbeddedChunk
+from streams.metrics import EMBED_CACHE
 from topics import ENHANCED
 
 STAGE = "embed"
 
 
 async def embed_batch(ctx: StageContext, chunks: Sequence[Chunk]) -> None:
-    """Embed a batch of chunks and send one EmbeddedChunk each."""
+    """Embed a batch of chunks (``embed_text``, else ``text``; cached vectors reused)
+    and send one EmbeddedChunk each."""
     for chunk in chunks:
         if chunk.index == 0:
             await ctx.emit(chunk, DocumentStatus.EMBEDDING, stage=STAGE, chunks_total=chunk.total)
     embedder = await ctx.resources.embedder()
-    vectors = await embedder.embed([c.embed_text or c.text for c in chunks])
     model = getattr(embedder, "model_name", "all-MiniLM-L6-v2")
+    result = await embed_cached([c.embed_text or c.text for c in chunks], embedder,
+                                await ctx.resources.embedding_cache(), model)
+    EMBED_CACHE.labels(result="miss").inc(result.embedded)
+    EMBED_CACHE.labels(result="hit").inc(result.cached)
+    vectors = result.vectors
     for chunk, vector in zip(chunks, vectors):
         await ctx.topics.embeddings.send(key=chunk.document_id, value=EmbeddedChunk(
             **chunk.asdict(), vector=vector.tolist(), embedding_model=model))

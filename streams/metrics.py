@@ -22,6 +22,10 @@ CONSUMER_LAG_AGE = Gauge("ragstream_consumer_lag_oldest_age_seconds",
                          "Age in seconds of the oldest record the stage's group has not processed "
                          "(0 when the lag is 0)", ["stage", "partition"])
 
+# the embed stage's embedding cache (adapters/embedding_cache.py): per chunk, "miss" when
+# its text was embedded, "hit" when its vector came from the cache (or a repeat in the batch)
+EMBED_CACHE = Counter("ragstream_embed_cache", "Chunks of the embed stage by embedding-cache result "
+                      "(hit: vector reused, not embedded / miss: text embedded)", ["result"])
 
 # the enhance stage's vision-language model calls (adapters/vlm.py): one per attempt
 VLM_CALLS = Counter("ragstream_vlm_calls_total",

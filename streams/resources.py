@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Optional
 
+from adapters.embedding_cache import EmbeddingCache
 from adapters.metadata import Metadata
 from adapters.migrations import upgrade_head
 from adapters.object_store import ObjectStore
@@ -47,6 +48,10 @@ class Resources:
                 await md.__aenter__()
                 self._metadata = md
         return self._metadata
+
+    async def embedding_cache(self) -> EmbeddingCache:
+        """The embedding cache (adapters/embedding_cache.py) over the PostgreSQL pool."""
+        return EmbeddingCache((await self.metadata()).pool)
 
     async def embedder(self):
         """The configured embedder (adapters.embedder.create_embedder)."""
