@@ -13,7 +13,9 @@ Pages: a PDF's page count, else the highest element page number (sheets, slides)
 and at least 1 — the ``pages`` of the processed output, computed the same way on
 both sides.
 Each side is warmed up first with one small document (process-pool start, model
-load), so the figures are steady-state throughput.  The last line printed is
+load), so the figures are steady-state throughput.  The pipeline run's per-stage
+profile (work per stage, partition by strategy, waiting in topics: bench/profile.py)
+is printed after the table.  The last line printed is
 ``e2e_vs_direct=<pipeline pages/s ÷ direct pages/s>``.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -39,6 +42,8 @@ class Run:
     chunks: int = 0
     failed: int = 0
     seconds: float = 0.0
+    project: str = ""
+    empty: int = 0
 
     @property
     def pages_per_s(self) -> float:
@@ -130,28 +135,34 @@ async def _pipeline_pages(done, project: str, settings) -> int:
     return total
 
 
-def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) -> Run:
-    """Ingest ``files`` through the running pipeline (after one warm-up document)."""
+def run_pipeline(files: list[Path], warmup: Path, settings, console: Console,
+                 on_start: Callable[[], None] | None = None) -> Run:
+    """Ingest ``files`` through the running pipeline (after one warm-up document);
+    ``on_start`` is called after the warm-up, just before the clock starts."""
     from cli.progress import ingest_and_follow
 
     quiet = Console(quiet=True)
     project = "benchpipe" + uuid.uuid4().hex[:6]
     asyncio.run(ingest_and_follow([warmup], project=project + "w", category="default",
                                   timeout_s=600, console=quiet))
+    if on_start:
+        on_start()
     t0 = time.perf_counter()
     outcome = asyncio.run(ingest_and_follow(files, project=project, category="default",
                                             timeout_s=3600, console=quiet))
     run = Run("pipeline (Kafka + Faust)", seconds=time.perf_counter() - t0,
-              documents=len(outcome.results))
+              documents=len(outcome.results), project=project)
     done = [e for e in outcome.last.values() if e.status == "COMPLETED"]
     run.failed = outcome.count("FAILED") + (len(outcome.results) - len(outcome.last))
     run.chunks = sum(e.chunks_total for e in done)
+    run.empty = sum(1 for e in done if not e.chunks_total)
     run.pages = asyncio.run(_pipeline_pages(done, project, settings))
     return run
 
 
 def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False) -> float:
     """Run both sides and print the comparison; returns pipeline ÷ direct (pages/s)."""
+    from bench.profile import StageProbe, print_profile
     from stages.samples import generate_samples
     import devstack
     from devstack.worker_process import start_worker, stop_worker
@@ -165,10 +176,12 @@ def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False)
     warmup = samples[2]  # the HTML sample: small, exercises every stage
     devstack.up(settings)
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
-    worker = start_worker(settings.data_dir / "logs" / "bench-worker.log")
+    probe = StageProbe()
+    worker = start_worker(settings.data_dir / "logs" / "bench-worker.log", env=probe.env)
     try:
         console.print(f"corpus: {corpus or 'generated samples'} ({len(files)} files)")
-        pipe = run_pipeline(files, warmup, settings, console)
+        pipe = run_pipeline(files, warmup, settings, console, on_start=probe.mark)
+        profile = probe.profile(settings, pipe.project, pipe.seconds)
     finally:
         stop_worker(worker)
     direct = asyncio.run(run_direct(files, warmup, settings))
@@ -180,6 +193,7 @@ def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False)
                       f"{r.seconds:.1f}", f"{r.pages_per_s:.2f}", f"{r.chunks_per_s:.2f}")
     console.print(table)
     ratio = pipe.pages_per_s / direct.pages_per_s if direct.pages_per_s else 0.0
+    print_profile(profile, console)
     console.print(f"chunks/s ratio {pipe.chunks_per_s / max(direct.chunks_per_s, 1e-9):.3f}")
     print(f"e2e_vs_direct={ratio:.3f}")
     return ratio
