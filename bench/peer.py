@@ -136,8 +136,13 @@ def run_peer(script: Path, corpus: Path, out: Path, log: Path, timeout_s: float 
     exit, with the log's tail), ValueError (no figures)."""
     if not script.is_file():
         raise FileNotFoundError(f"peer script {script} not found (set RAGSTREAM_PEER_SCRIPT or --peer-script)")
-    proc = subprocess.run(["bash", str(script), str(corpus), str(out)], capture_output=True,
-                          text=True, timeout=timeout_s, check=False)
+    # not from the checkout, and without our PYTHONPATH: the repo's triton/ folder on the
+    # peer's sys.path shadows the `triton` package its torch imports (README)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["bash", str(script.resolve()), str(corpus.resolve()), str(out.resolve())],
+                          capture_output=True, text=True, timeout=timeout_s, check=False,
+                          cwd=out, env=env)
     log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-15:])
