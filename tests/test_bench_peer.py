@@ -128,3 +128,32 @@ def test_summarize_and_print(capsys):
     out = capsys.readouterr().out
     assert "profile_partition_fast_s=5.50" in out and "profile_partition_hi_res_s=2.75" in out
     assert out.strip().splitlines()[-1] == f"profile_wait_s={3 * 3.5:.2f}"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_profile_of_a_real_run(worker, stack, project, tmp_path):
+    """The profile read back from a real pipeline run (session stack and worker; no
+    peer, no network): every document has work seconds in each stage and a
+    partition strategy label, and the waits are measured on every stage topic."""
+    import time
+
+    from bench.profile import collect_profile
+    from tests.conftest import ingest
+
+    (tmp_path / "notes.txt").write_text("Pump energy use\n\n" + "The pump runs at night. " * 40)
+    (tmp_path / "page.html").write_text("<html><body><h1>Valves</h1><p>" + "Open slowly. " * 30
+                                        + "</p></body></html>")
+    t0 = time.perf_counter()
+    outcome = ingest([tmp_path / "notes.txt", tmp_path / "page.html"], project)
+    assert outcome.count("COMPLETED") == 2
+    prof = collect_profile(stack, project, time.perf_counter() - t0)
+    assert prof.documents == 2
+    assert {"normalize", "chunk", "enhance", "embed", "index"} <= set(prof.work)
+    assert sorted(k for k in prof.work if k.startswith("partition[")) == \
+        ["partition[native:html]", "partition[native:txt]"]
+    assert all(prof.docs[k] == 2 for k in ("normalize", "chunk", "embed", "index"))
+    assert set(prof.wait) == {"uploads", "partition-tasks", "elements", "chunks", "enhanced-chunks",
+                              "embeddings"}
+    assert all(v >= 0 for v in [*prof.work.values(), *prof.wait.values()])
+    assert sum(prof.work.values()) <= 2 * prof.wall_s
