@@ -40,6 +40,7 @@ from typing import Iterable, Optional
 
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 STAGE_ORDER = ("normalize", "convert", "partition", "chunk", "enhance", "embed", "index")
@@ -279,7 +280,7 @@ def print_profile(profile: Profile, console: Console) -> None:
         stage = label.split("[", 1)[0]
         busy = profile.busy.get("normalize" if stage == "convert" else stage)
         show_busy = bool(busy) and label == _first_of(profile, stage)
-        table.add_row(label, str(n), f"{secs:.2f}", f"{secs / n:.2f}" if n else "-",
+        table.add_row(escape(label), str(n), f"{secs:.2f}", f"{secs / n:.2f}" if n else "-",
                       f"{busy[0]:.2f}" if show_busy else "", str(busy[1]) if show_busy else "")
     console.print(table)
     waits = Table("waiting in topic", "doc-seconds", title="time between a record's arrival and its stage starting")

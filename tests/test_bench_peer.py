@@ -157,3 +157,11 @@ def test_profile_of_a_real_run(worker, stack, project, tmp_path):
                               "embeddings"}
     assert all(v >= 0 for v in [*prof.work.values(), *prof.wait.values()])
     assert sum(prof.work.values()) <= 2 * prof.wall_s
+
+
+def test_profile_table_shows_strategy_labels(capsys):
+    """Labels like ``partition[fast]`` are not swallowed as rich markup."""
+    from rich.console import Console
+
+    print_profile(summarize([_doc("a.pdf", "pdf", "fast")], {}, wall_s=10.0), Console(width=160))
+    assert "partition[fast]" in capsys.readouterr().out
