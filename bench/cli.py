@@ -22,6 +22,27 @@ def e2e(corpus: Optional[Path] = typer.Option(None, exists=True, file_okay=False
     bench_e2e(corpus, Console(), keep_running=keep_running)
 
 
+@bench_app.command("peer")
+def peer(corpus: Path = typer.Option(..., exists=True, file_okay=False, help="folder of documents"),
+         peer_script: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
+                                                    help="the peer script (default: RAGSTREAM_PEER_SCRIPT, "
+                                                         "else ../shared/peers/unstructured_ingest.sh)"),
+         peer_output: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
+                                                    help="read the peer's recorded stdout instead of running it"),
+         out: Optional[Path] = typer.Option(None, file_okay=False, help="work folder (default: a new temp folder)"),
+         keep_running: bool = typer.Option(False, help="leave the stack up afterwards")) -> None:
+    """unstructured-ingest and ragstream on the same files: pages, chunks, empty and failed
+    files, pages/s per side, per-stage profile; last line vs_unstructured_ingest=<ratio>."""
+    from bench.peer import bench_peer
+
+    try:
+        bench_peer(corpus, Console(width=160), script=peer_script, peer_output=peer_output,
+                   keep_running=keep_running, out_dir=out)
+    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+
+
 @bench_app.command("hostile")
 def hostile(cases: Path = typer.Option(..., exists=True, file_okay=False,
                                        help="folder of files (optional expected.json)"),

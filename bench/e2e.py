@@ -15,7 +15,9 @@ both sides.
 Each side is warmed up first with one small document (process-pool start, model
 load), so the figures are steady-state throughput.  The embedding cache is emptied
 before the pipeline run, so it embeds every distinct chunk text like the direct loop;
-``embedded=N cached=M`` says how many chunks it embedded and how many it reused.  The last line printed is
+``embedded=N cached=M`` says how many chunks it embedded and how many it reused.  The
+pipeline run's per-stage profile (work per stage, partition by strategy, waiting in
+topics: bench/profile.py) is printed after the table.  The last line printed is
 ``e2e_vs_direct=<pipeline pages/s ÷ direct pages/s>``.
 """
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -42,6 +45,8 @@ class Run:
     failed: int = 0
     seconds: float = 0.0
     embedded: int = 0  # pipeline: rows the embedding cache gained (distinct texts embedded)
+    project: str = ""
+    empty: int = 0
 
     @property
     def pages_per_s(self) -> float:
@@ -144,8 +149,10 @@ async def _embed_cache_rows(settings, clear: bool = False) -> int:
         return await EmbeddingCache(md.pool).count()
 
 
-def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) -> Run:
-    """Ingest ``files`` through the running pipeline (after one warm-up document)."""
+def run_pipeline(files: list[Path], warmup: Path, settings, console: Console,
+                 on_start: Callable[[], None] | None = None) -> Run:
+    """Ingest ``files`` through the running pipeline (after one warm-up document);
+    ``on_start`` is called after the warm-up, just before the clock starts."""
     from cli.progress import ingest_and_follow
 
     quiet = Console(quiet=True)
@@ -153,14 +160,17 @@ def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) ->
     asyncio.run(ingest_and_follow([warmup], project=project + "w", category="default",
                                   timeout_s=600, console=quiet))
     asyncio.run(_embed_cache_rows(settings, clear=True))
+    if on_start:
+        on_start()
     t0 = time.perf_counter()
     outcome = asyncio.run(ingest_and_follow(files, project=project, category="default",
                                             timeout_s=3600, console=quiet))
     run = Run("pipeline (Kafka + Faust)", seconds=time.perf_counter() - t0,
-              documents=len(outcome.results))
+              documents=len(outcome.results), project=project)
     done = [e for e in outcome.last.values() if e.status == "COMPLETED"]
     run.failed = outcome.count("FAILED") + (len(outcome.results) - len(outcome.last))
     run.chunks = sum(e.chunks_total for e in done)
+    run.empty = sum(1 for e in done if not e.chunks_total)
     run.pages = asyncio.run(_pipeline_pages(done, project, settings))
     run.embedded = asyncio.run(_embed_cache_rows(settings))
     return run
@@ -168,6 +178,7 @@ def run_pipeline(files: list[Path], warmup: Path, settings, console: Console) ->
 
 def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False) -> float:
     """Run both sides and print the comparison; returns pipeline ÷ direct (pages/s)."""
+    from bench.profile import StageProbe, print_profile
     from stages.samples import generate_samples
     import devstack
     from devstack.worker_process import start_worker, stop_worker
@@ -181,10 +192,12 @@ def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False)
     warmup = samples[2]  # the HTML sample: small, exercises every stage
     devstack.up(settings)
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
-    worker = start_worker(settings.data_dir / "logs" / "bench-worker.log")
+    probe = StageProbe()
+    worker = start_worker(settings.data_dir / "logs" / "bench-worker.log", env=probe.env)
     try:
         console.print(f"corpus: {corpus or 'generated samples'} ({len(files)} files)")
-        pipe = run_pipeline(files, warmup, settings, console)
+        pipe = run_pipeline(files, warmup, settings, console, on_start=probe.mark)
+        profile = probe.profile(settings, pipe.project, pipe.seconds)
     finally:
         stop_worker(worker)
     direct = asyncio.run(run_direct(files, warmup, settings))
@@ -197,6 +210,7 @@ def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False)
     console.print(table)
     print(f"embedded={pipe.embedded} cached={max(pipe.chunks - pipe.embedded, 0)}")
     ratio = pipe.pages_per_s / direct.pages_per_s if direct.pages_per_s else 0.0
+    print_profile(profile, console)
     console.print(f"chunks/s ratio {pipe.chunks_per_s / max(direct.chunks_per_s, 1e-9):.3f}")
     print(f"e2e_vs_direct={ratio:.3f}")
     return ratio

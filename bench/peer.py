@@ -1,0 +1,242 @@
+"""``ragstream bench peer``: ragstream against unstructured-ingest, same corpus, same run.
+
+The peer is the open-source ``unstructured-ingest`` CLI, run by the shared script
+``../shared/peers/unstructured_ingest.sh CORPUS OUT`` (it provisions its own venv the
+first time and prints ``peer_*`` figures: see that folder's README).  Both sides get
+the same files (:func:`bench.e2e.corpus_files`: the corpus without its CSV ground
+truth, copied into one folder for the peer) and are measured the same way — wall
+seconds from handing over the files to the last document searchable:
+
+- peer: ``peer_wall_s`` (launch to exit) and, the figure compared, that minus its
+  start-up ``peer_step_init_s`` (interpreter, imports, embedder probe), since
+- ragstream runs on a stack already up, with a warm worker (one warm-up document
+  first), from the first upload to the last terminal status (bench/e2e.py
+  ``run_pipeline``; COMPLETED = indexed in Milvus, searchable).
+
+The peer runs first, before this command starts a worker, so the two never share the
+cores.  Printed per side: files, pages, chunks, empty files (no chunk, no error),
+failed files, seconds, pages/s; then ragstream's per-stage profile
+(bench/profile.py); the last line is
+``vs_unstructured_ingest=<ragstream pages/s ÷ peer pages/s without start-up>``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def default_peer_script() -> Path:
+    """``RAGSTREAM_PEER_SCRIPT``, else ``../shared/peers/unstructured_ingest.sh``
+    beside the checkout (as CI lays it out)."""
+    env = os.environ.get("RAGSTREAM_PEER_SCRIPT")
+    return Path(env) if env else REPO.parent / "shared" / "peers" / "unstructured_ingest.sh"
+
+
+@dataclass
+class Side:
+    """One side's figures: ``seconds`` is the compared wall time."""
+
+    name: str
+    files: int = 0
+    pages: int = 0
+    chunks: int = 0
+    empty: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages / self.seconds if self.seconds else 0.0
+
+    @property
+    def chunks_per_s(self) -> float:
+        return self.chunks / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class PeerFigures:
+    """The ``peer_*`` lines of one peer run: ``values`` every ``peer_KEY=VALUE`` (text),
+    ``steps`` the ``peer_step_<name>_s`` seconds (``init`` = start-up)."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, float] = field(default_factory=dict)
+
+    def number(self, key: str, default: float = 0.0) -> float:
+        """``peer_<key>`` as a float; ``default`` when absent or not a number
+        (the script prints ``None`` for a figure it could not take)."""
+        try:
+            return float(self.values[key])
+        except (KeyError, ValueError):
+            return default
+
+    @property
+    def wall_s(self) -> float:
+        return self.number("wall_s")
+
+    @property
+    def startup_s(self) -> float:
+        return self.steps.get("init", 0.0)
+
+    def side(self, *, exclude_startup: bool) -> Side:
+        """The peer as a :class:`Side`, its seconds with or without start-up."""
+        label = "unstructured-ingest, start-up excluded" if exclude_startup else "unstructured-ingest, launch to exit"
+        return Side(label, files=int(self.number("files")), pages=int(self.number("pages")),
+                    chunks=int(self.number("chunks")), empty=int(self.number("files_empty")),
+                    failed=int(self.number("failed_documents")),
+                    seconds=self.wall_s - (self.startup_s if exclude_startup else 0.0))
+
+
+def parse_peer_output(text: str) -> PeerFigures:
+    """The ``peer_KEY=VALUE`` lines of the peer script's stdout (others ignored; a
+    later line wins).  Raises ValueError when ``peer_wall_s`` or ``peer_pages`` is
+    missing (the run did not get to its figures)."""
+    figs = PeerFigures()
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("peer_") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.removeprefix("peer_")
+        figs.values[key] = value.strip()
+        if key.startswith("step_") and key.endswith("_s"):
+            try:
+                figs.steps[key[len("step_"):-len("_s")]] = float(value)
+            except ValueError:
+                pass
+    missing = [k for k in ("wall_s", "pages") if k not in figs.values]
+    if missing:
+        raise ValueError("peer output lacks " + ", ".join(f"peer_{k}" for k in missing))
+    return figs
+
+
+def stage_corpus(files: list[Path], root: Path, dest: Path) -> Path:
+    """Copy ``files`` (under ``root``) into ``dest`` keeping their relative paths, so
+    the peer reads exactly the files ragstream ingests.  Returns ``dest``."""
+    for f in files:
+        target = dest / f.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+    return dest
+
+
+def run_peer(script: Path, corpus: Path, out: Path, log: Path, timeout_s: float = 3600.0) -> PeerFigures:
+    """Run the peer script on ``corpus`` writing under ``out``; its stderr (and stdout)
+    go to ``log``.  Raises FileNotFoundError (no script), RuntimeError (non-zero
+    exit, with the log's tail), ValueError (no figures)."""
+    if not script.is_file():
+        raise FileNotFoundError(f"peer script {script} not found (set RAGSTREAM_PEER_SCRIPT or --peer-script)")
+    # not from the checkout, and without our PYTHONPATH: the repo's triton/ folder on the
+    # peer's sys.path shadows the `triton` package its torch imports (README)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["bash", str(script.resolve()), str(corpus.resolve()), str(out.resolve())],
+                          capture_output=True, text=True, timeout=timeout_s, check=False,
+                          cwd=out, env=env)
+    log.write_text(proc.stdout + "\n--- stderr ---\n" + proc.stderr)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).splitlines()[-15:])
+        raise RuntimeError(f"peer script exited {proc.returncode} (log {log}):\n{tail}")
+    return parse_peer_output(proc.stdout)
+
+
+def comparison_lines(ours: Side, peer: PeerFigures) -> list[str]:
+    """The ``key=value`` lines that end the report; the last is
+    ``vs_unstructured_ingest`` (ours ÷ peer without start-up, pages/s)."""
+    cold, warm = peer.side(exclude_startup=False), peer.side(exclude_startup=True)
+
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else 0.0
+
+    return [
+        f"ragstream_pages_per_s={ours.pages_per_s:.3f}",
+        f"peer_pages_per_s_excl_startup={warm.pages_per_s:.3f}",
+        f"peer_pages_per_s_incl_startup={cold.pages_per_s:.3f}",
+        f"vs_unstructured_ingest_incl_startup={ratio(ours.pages_per_s, cold.pages_per_s):.3f}",
+        f"vs_unstructured_ingest={ratio(ours.pages_per_s, warm.pages_per_s):.3f}",
+    ]
+
+
+def print_report(ours: Side, peer: PeerFigures, console: Console) -> None:
+    """The side-by-side table, the peer's step times, then :func:`comparison_lines`."""
+    table = Table("run", "files", "pages", "chunks", "empty", "failed", "seconds", "pages/s", "chunks/s",
+                  title="same files, same machine, same run")
+    for s in (ours, peer.side(exclude_startup=True), peer.side(exclude_startup=False)):
+        table.add_row(s.name, str(s.files), str(s.pages), str(s.chunks), str(s.empty), str(s.failed),
+                      f"{s.seconds:.1f}", f"{s.pages_per_s:.2f}", f"{s.chunks_per_s:.2f}")
+    console.print(table)
+    if peer.steps:
+        console.print("peer steps (s): " + ", ".join(f"{k} {v:.2f}" for k, v in peer.steps.items()),
+                      highlight=False)
+    for line in comparison_lines(ours, peer):
+        print(line)
+
+
+def bench_peer(corpus: Path, console: Console, *, script: Optional[Path] = None,
+               peer_output: Optional[Path] = None, keep_running: bool = False,
+               out_dir: Optional[Path] = None) -> float:
+    """Run the peer (or read its recorded stdout from ``peer_output``), then ragstream
+    on the same files; print both and the profile.  Returns ``vs_unstructured_ingest``."""
+    import asyncio
+
+    import devstack
+    from bench.e2e import corpus_files, run_pipeline
+    from bench.profile import StageProbe, print_profile
+    from devstack.worker_process import start_worker, stop_worker
+    from stages.samples import generate_samples
+    from streams.settings import get_settings
+    from topics.admin import ensure_topics
+
+    files = corpus_files(corpus)
+    if not files:
+        raise ValueError(f"no documents under {corpus}")
+    work = out_dir or Path(tempfile.mkdtemp(prefix="ragstream-bench-peer-"))
+    work.mkdir(parents=True, exist_ok=True)
+    console.print(f"corpus: {corpus} ({len(files)} files); work folder {work}; load {_load()}",
+                  highlight=False)
+    if peer_output:
+        peer = parse_peer_output(peer_output.read_text())
+        console.print(f"peer: figures read from {peer_output}", highlight=False)
+    else:
+        staged = stage_corpus(files, corpus, work / "corpus")
+        console.print(f"peer: running {script or default_peer_script()} (first time: installs its venv) ...",
+                      highlight=False)
+        t = time.perf_counter()
+        peer = run_peer(script or default_peer_script(), staged, work / "peer", work / "peer.log")
+        console.print(f"peer: done in {time.perf_counter() - t:.1f} s (log {work / 'peer.log'})", highlight=False)
+
+    settings = get_settings()
+    warmup = generate_samples(work / "samples")[2]  # the HTML sample, as bench e2e
+    devstack.up(settings)
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+    probe = StageProbe()
+    worker = start_worker(settings.data_dir / "logs" / "bench-worker.log", env=probe.env)
+    try:
+        run = run_pipeline(files, warmup, settings, console, on_start=probe.mark)
+        profile = probe.profile(settings, run.project, run.seconds)
+    finally:
+        stop_worker(worker)
+        if not keep_running:
+            devstack.down(settings)
+    ours = Side("ragstream (stack up, warm worker)", files=run.documents, pages=run.pages,
+                chunks=run.chunks, empty=run.empty, failed=run.failed, seconds=run.seconds)
+    print_profile(profile, console)
+    console.print(f"load after: {_load()}", highlight=False)
+    print_report(ours, peer, console)
+    warm = peer.side(exclude_startup=True)
+    return ours.pages_per_s / warm.pages_per_s if warm.pages_per_s else 0.0
+
+
+def _load() -> str:
+    """The 1/5/15-minute load averages, as uptime shows them."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())

@@ -1,0 +1,167 @@
+"""``ragstream bench peer`` / the per-stage profile: the parsing and arithmetic parts,
+without the network, the peer's venv or a stack (bench/peer.py, bench/profile.py)."""
+from __future__ import annotations
+
+import pytest
+
+from bench.peer import Side, comparison_lines, parse_peer_output, print_report, stage_corpus
+from bench.profile import DocTimeline, busy_delta, print_profile, stage_intervals, strategy_label, summarize
+
+# the tail of a real run of ../shared/peers/unstructured_ingest.sh (2 cores, np 2), trimmed
+RECORDED = """\
+[peer] venv /tmp/peer-ui/venv already provisioned (3f0c2a9e1b7d4c55)
+  pdf/fake-memo.pdf.json                                  chunks=  1 pages=[1]
+  fake-text.txt.json                                      chunks=  0 pages=[]
+peer_exit_code=0
+peer_num_processes=2
+peer_files=25
+peer_files_empty=5
+peer_failed_documents=0
+peer_embedded_chunks=51
+peer_step_init_s=6.5
+peer_step_index_s=0.31
+peer_step_partition_s=8.1
+peer_step_chunk_s=0.42
+peer_step_embed_s=2.9
+peer_peak_rss_mb=None
+peer_wall_s=19.20
+peer_pages=34
+peer_chunks=51
+peer_pages_per_s=1.771
+peer_chunks_per_s=2.656
+"""
+
+
+def test_parse_peer_output_reads_figures_and_steps():
+    figs = parse_peer_output(RECORDED)
+    assert figs.wall_s == pytest.approx(19.2)
+    assert figs.startup_s == pytest.approx(6.5)
+    assert figs.steps == {"init": 6.5, "index": 0.31, "partition": 8.1, "chunk": 0.42, "embed": 2.9}
+    assert figs.number("peak_rss_mb", -1.0) == -1.0  # "None" is not a number
+    cold, warm = figs.side(exclude_startup=False), figs.side(exclude_startup=True)
+    assert (cold.files, cold.pages, cold.chunks, cold.empty, cold.failed) == (25, 34, 51, 5, 0)
+    assert cold.seconds == pytest.approx(19.2) and warm.seconds == pytest.approx(12.7)
+    assert cold.pages_per_s == pytest.approx(34 / 19.2)
+
+
+def test_parse_peer_output_without_figures_is_an_error():
+    with pytest.raises(ValueError, match="peer_wall_s"):
+        parse_peer_output("[peer] unstructured-ingest exited 124 (124 = timeout)\npeer_pages=3\n")
+
+
+def test_comparison_last_line_is_ours_over_peer_without_startup(capsys):
+    from rich.console import Console
+
+    ours = Side("ragstream", files=24, pages=33, chunks=76, seconds=10.0)
+    figs = parse_peer_output(RECORDED)
+    lines = comparison_lines(ours, figs)
+    assert lines[-1] == f"vs_unstructured_ingest={3.3 / (34 / 12.7):.3f}"
+    assert f"vs_unstructured_ingest_incl_startup={3.3 / (34 / 19.2):.3f}" in lines
+    print_report(ours, figs, Console(width=160))
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1] == lines[-1]
+    assert any("start-up excluded" in line for line in out)
+
+
+def test_stage_corpus_copies_relative_paths(tmp_path):
+    src = tmp_path / "src"
+    (src / "pdf").mkdir(parents=True)
+    (src / "a.txt").write_text("a")
+    (src / "pdf" / "b.pdf").write_bytes(b"%PDF")
+    dest = stage_corpus([src / "a.txt", src / "pdf" / "b.pdf"], src, tmp_path / "dest")
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()) == ["a.txt", "pdf/b.pdf"]
+
+
+def _doc(filename: str, filetype: str, strategy: str, t0: float = 1000.0) -> DocTimeline:
+    """A document whose every hand-over happened at t0 + a known offset (seconds)."""
+    d = DocTimeline("d-" + filename, filename=filename, filetype=filetype, strategy=strategy)
+    d.see("uploads", t0)
+    d.status_at.update({"NORMALIZING": t0 + 0.5, "PARTITIONING": t0 + 2.25, "CHUNKING": t0 + 6.0,
+                        "ENHANCING": t0 + 6.75, "EMBEDDING": t0 + 7.5, "INDEXING": t0 + 9.0,
+                        "COMPLETED": t0 + 9.5})
+    d.see("partition-tasks", t0 + 2.0)
+    d.see("elements", t0 + 5.0)
+    for t in (6.5, 6.625):
+        d.see("chunks", t0 + t)
+    d.see("enhanced-chunks", t0 + 7.0)
+    d.see("embeddings", t0 + 8.0)
+    d.see("embeddings", t0 + 8.5)
+    return d
+
+
+def test_stage_intervals_split_work_and_waits():
+    work, wait = stage_intervals(_doc("memo.pdf", "pdf", "fast"))
+    assert work == {"normalize": 1.5, "partition[fast]": 2.75, "chunk": 0.625, "enhance": 0.25,
+                    "embed": 1.0, "index": 0.5}
+    assert wait == {"uploads": 0.5, "partition-tasks": 0.25, "elements": 1.0, "chunks": 0.25,
+                    "enhanced-chunks": 0.5, "embeddings": 1.0}
+
+
+def test_office_conversion_counts_as_convert_and_failed_stages_are_left_out():
+    d = _doc("deck.pptx", "pdf", "fast")
+    del d.status_at["COMPLETED"]
+    work, _ = stage_intervals(d)
+    assert "convert" in work and "normalize" not in work and "index" not in work
+    assert "normalize" in stage_intervals(_doc("notes.docx", "docx", "native:docx"))[0]
+
+
+def test_strategy_label():
+    els = [{"metadata": {"partition_strategy": "ocr_only"}}, {"metadata": {"partition_strategy": "fast"}},
+           {"metadata": {}}, {"text": "x"}]
+    assert strategy_label(els, "pdf") == "fast+ocr_only"
+    assert strategy_label([{"metadata": {}}], "xlsx") == "native:xlsx"
+
+
+def test_summarize_and_print(capsys):
+    from rich.console import Console
+
+    docs = [_doc("a.pdf", "pdf", "fast"), _doc("b.pdf", "pdf", "fast", 2000.0), _doc("c.docx", "pdf", "hi_res")]
+    busy = busy_delta({"normalize": (1.0, 2.0), "partition": (0.0, 0.0)},
+                      {"normalize": (5.5, 5.0), "partition": (9.0, 3.0)})
+    assert busy == {"normalize": (4.5, 3), "partition": (9.0, 3)}
+    prof = summarize(docs, busy, wall_s=12.0)
+    assert prof.documents == 3
+    assert prof.work["partition[fast]"] == pytest.approx(5.5) and prof.docs["partition[fast]"] == 2
+    assert prof.work["convert"] == pytest.approx(1.5) and prof.work["normalize"] == pytest.approx(3.0)
+    assert prof.wait["elements"] == pytest.approx(3.0)
+    print_profile(prof, Console(width=160))
+    out = capsys.readouterr().out
+    assert "profile_partition_fast_s=5.50" in out and "profile_partition_hi_res_s=2.75" in out
+    assert out.strip().splitlines()[-1] == f"profile_wait_s={3 * 3.5:.2f}"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_profile_of_a_real_run(worker, stack, project, tmp_path):
+    """The profile read back from a real pipeline run (session stack and worker; no
+    peer, no network): every document has work seconds in each stage and a
+    partition strategy label, and the waits are measured on every stage topic."""
+    import time
+
+    from bench.profile import collect_profile
+    from tests.conftest import ingest
+
+    (tmp_path / "notes.txt").write_text("Pump energy use\n\n" + "The pump runs at night. " * 40)
+    (tmp_path / "page.html").write_text("<html><body><h1>Valves</h1><p>" + "Open slowly. " * 30
+                                        + "</p></body></html>")
+    t0 = time.perf_counter()
+    outcome = ingest([tmp_path / "notes.txt", tmp_path / "page.html"], project)
+    assert outcome.count("COMPLETED") == 2
+    prof = collect_profile(stack, project, time.perf_counter() - t0)
+    assert prof.documents == 2
+    assert {"normalize", "chunk", "enhance", "embed", "index"} <= set(prof.work)
+    assert sorted(k for k in prof.work if k.startswith("partition[")) == \
+        ["partition[native:html]", "partition[native:txt]"]
+    assert all(prof.docs[k] == 2 for k in ("normalize", "chunk", "embed", "index"))
+    assert set(prof.wait) == {"uploads", "partition-tasks", "elements", "chunks", "enhanced-chunks",
+                              "embeddings"}
+    assert all(v >= 0 for v in [*prof.work.values(), *prof.wait.values()])
+    assert sum(prof.work.values()) <= 2 * prof.wall_s
+
+
+def test_profile_table_shows_strategy_labels(capsys):
+    """Labels like ``partition[fast]`` are not swallowed as rich markup."""
+    from rich.console import Console
+
+    print_profile(summarize([_doc("a.pdf", "pdf", "fast")], {}, wall_s=10.0), Console(width=160))
+    assert "partition[fast]" in capsys.readouterr().out
