@@ -96,6 +96,9 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             elif filetype in IMAGE_TYPES:
                 elements = _partition_image(path, label, profile, filename or path.name)
             elif filetype in NATIVE:
+                if filetype in ("csv", "tsv"):
+                    from stages.sheet_size import check_delimited
+                    check_delimited(path, "\t" if filetype == "tsv" else ",")
                 elements = _partition_native(path, filetype, profile, filename or path.name)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":

@@ -85,3 +85,22 @@ def check_xlsx(path: Path) -> None:
                     f"sheet too large: {name.rsplit('/', 1)[-1][:-4]} spans A1:{_column_letters(cols)}{rows} "
                     f"= {rows:,} rows × {cols:,} columns = {cells:,} cells, limit {cap:,} "
                     "(RAGSTREAM_MAX_SHEET_CELLS)")
+
+
+def check_delimited(path: Path, delimiter: str = ",") -> None:
+    """Raise LimitExceeded when a CSV/TSV at ``path`` spans more than
+    ``RAGSTREAM_MAX_SHEET_CELLS`` cells (rows × widest row), read as a stream before
+    the dense DataFrame load."""
+    import csv
+
+    cap = limit("max_sheet_cells")
+    if not cap:
+        return
+    rows = cols = 0
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        for row in csv.reader(fh, delimiter=delimiter):
+            rows, cols = rows + 1, max(cols, len(row))
+            if rows * cols > cap:
+                raise LimitExceeded(f"sheet too large: {path.suffix[1:].upper() or 'CSV'} spans at least "
+                                    f"{rows:,} rows × {cols:,} columns = {rows * cols:,} cells, limit {cap:,} "
+                                    "(RAGSTREAM_MAX_SHEET_CELLS)")

@@ -169,3 +169,11 @@ def test_far_corner_sheet_has_the_limit_code(tmp_path):
     with pytest.raises(LimitExceeded, match=r"17,179,869,184 cells, limit 5,000,000") as info:
         _partition(tmp_path / "far.xlsx", "xlsx")
     assert info.value.code == "limit_exceeded"
+
+
+def test_wide_csv_fails_before_dense_load(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGSTREAM_MAX_SHEET_CELLS", "1000")
+    path = tmp_path / "wide.csv"
+    path.write_text("\n".join(",".join(f"CSVMARKER{i}x{j}" for j in range(100)) for i in range(20)) + "\n")
+    with pytest.raises(LimitExceeded, match=r"rows × 100 columns = 1,100 cells, limit 1,000"):
+        _partition(path, "csv")
