@@ -15,6 +15,13 @@ Covered:
   ``ks_c_5601-1987`` → ``cp949``, ``windows-874`` → ``cp874``...).
 * Any name that becomes a known codec once its case, ``_``/``-``/spaces and a
   leading ``x-``/``cs`` are normalised.
+
+A name nothing resolves (``x-unknown-foo``, ``x-mac-hebrew``, which Python has no
+codec for) still raises LookupError from ``codecs.lookup``; the readers that must
+decode anyway use :func:`decode_fallback` (charset-normalizer's best guess, else
+UTF-8 with replacement characters): :func:`install` sets it under the ``email``
+package's text getter (``EmailMessage.get_content``), and :func:`decode_html` uses
+it for HTML whose declared charset is unknown.
 """
 from __future__ import annotations
 
@@ -111,9 +118,71 @@ def _search(name: str) -> codecs.CodecInfo | None:
     return _builtin(target)
 
 
+def decode_fallback(data: bytes) -> str:
+    """``data`` decoded without a usable declared charset: strict UTF-8 when it is
+    valid, else charset-normalizer's best guess, else UTF-8 with U+FFFD replacements.
+    Never raises."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    try:
+        from charset_normalizer import from_bytes
+
+        best = from_bytes(data).best()
+        if best is not None:
+            return str(best)
+    except Exception:  # noqa: BLE001 - a detector failure falls through to replacement
+        pass
+    return data.decode("utf-8", errors="replace")
+
+
+def decode(data: bytes, charset: str | None, errors: str = "replace") -> str:
+    """``data`` decoded with ``charset`` (aliases included), or :func:`decode_fallback`
+    when the name is missing or unknown."""
+    if charset:
+        try:
+            return data.decode(charset.strip().strip('"\''), errors=errors)
+        except LookupError:
+            pass
+    return decode_fallback(data)
+
+
+_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_META = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:()+-]+)""", re.IGNORECASE)
+
+
+def declared_html_charset(data: bytes) -> str | None:
+    """The charset an HTML document declares in its first 4 KiB (``<meta charset>``,
+    ``http-equiv`` Content-Type, or the XML declaration's ``encoding``); None when none."""
+    head = data[:4096]
+    match = _META.search(head) or re.search(rb"""<\?xml[^>]+encoding\s*=\s*["']([A-Za-z0-9._:()+-]+)""", head)
+    return match.group(1).decode("ascii") if match else None
+
+
+def decode_html(data: bytes) -> str:
+    """An HTML document's bytes as text: a BOM wins, then the declared charset (with the
+    aliases above), then :func:`decode_fallback` for a missing or unknown one."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return data.decode(name, errors="replace")
+    return decode(data, declared_html_charset(data))
+
+
+def _email_text(part, errors: str = "replace") -> str:
+    """``email`` text getter: as the standard library's, but an unknown charset is
+    decoded with :func:`decode_fallback` instead of raising LookupError."""
+    content = part.get_payload(decode=True)
+    return decode(content, part.get_param("charset", "ASCII"), errors)
+
+
 def install() -> None:
-    """Register the alias search function with ``codecs`` (idempotent, per process)."""
+    """Register the alias search function with ``codecs`` and the fallback text getter
+    with ``email`` (idempotent, per process)."""
     global _installed
     if not _installed:
+        from email.contentmanager import raw_data_manager
+
         codecs.register(_search)
+        raw_data_manager.add_get_handler("text", _email_text)
         _installed = True

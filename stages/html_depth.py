@@ -9,6 +9,11 @@ re-emitting the source unchanged except that start and end tags below
 (``<br>``, ``<img>``...) stay where they were.  The paragraphs, tables and lists that
 hold the deep text keep their own tags only while they are above the cut, so deep
 text is extracted, possibly merged into one element with its deep neighbours.
+
+:func:`install` applies it (and :func:`stages.charsets.decode_html` to HTML read from
+a file) where unstructured loads every HTML it partitions
+(``HtmlPartitionerOptions.html_text``): HTML files, e-mail HTML bodies and Markdown
+(rendered to HTML first), so no path reaches lxml unflattened.
 """
 from __future__ import annotations
 
@@ -92,3 +97,31 @@ def flatten(html: str, max_depth: int = MAX_DEPTH) -> tuple[str, int]:
     if not parser.dropped:
         return html, parser.deepest
     return "".join(parser.out), parser.deepest
+
+
+_installed = False
+
+
+def install() -> None:
+    """Flatten every HTML unstructured partitions, and decode HTML files by their
+    declared charset (idempotent; call in the parse process before partitioning)."""
+    global _installed
+    if _installed:
+        return
+    from unstructured.partition.html.partition import HtmlPartitionerOptions
+    from unstructured.utils import lazyproperty
+
+    from stages.charsets import decode_html
+
+    original = HtmlPartitionerOptions.__dict__["html_text"]
+
+    def html_text(self) -> str:
+        if self._file_path and not self._encoding:
+            with open(self._file_path, "rb") as fh:
+                text = decode_html(fh.read())
+        else:
+            text = original.__get__(self, type(self))
+        return flatten(text)[0] if text else text
+
+    HtmlPartitionerOptions.html_text = lazyproperty(html_text)
+    _installed = True

@@ -4,7 +4,9 @@ A PPTX of scanned slides or a DOCX holding a photographed page partitions native
 to zero elements (DESIGN.md: a peer pipeline produced zero chunks for an image-only
 PPTX).  When tesseract is installed, ``ocr_embedded_images`` OCRs each embedded
 picture (PPTX: per slide, with the slide number as page number; DOCX/XLSX: every
-image under ``*/media/``) with unstructured's ``ocr_only`` image partitioner.
+image under ``*/media/``) with unstructured's ``ocr_only`` image partitioner.  Each
+picture's size is read from its header first: one over ``RAGSTREAM_MAX_IMAGE_PIXELS``
+fails the document (LimitExceeded) before anything decodes it.
 """
 from __future__ import annotations
 
@@ -40,11 +42,20 @@ def _media(path: Path) -> list[tuple[int | None, str, bytes]]:
 def ocr_embedded_images(path: Path, filetype: str, filename: str, languages: list[str]) -> list:
     """OCR the pictures embedded in a DOCX/PPTX/XLSX; returns unstructured Elements.
 
-    Pictures in formats tesseract cannot read (EMF/WMF/SVG) are skipped.
+    Pictures in formats tesseract cannot read (EMF/WMF/SVG) are skipped.  Raises
+    LimitExceeded for a picture over the pixel limit (checked from its header).
     """
     from unstructured.partition.image import partition_image
 
-    pictures = _pptx_pictures(path) if filetype == "pptx" else _media(path)
+    from PIL import Image as PILImage
+
+    # python-pptx opens each picture with PIL (header only, for its format): no bomb
+    # check there, so the header check below names the size and the limit
+    bomb_limit, PILImage.MAX_IMAGE_PIXELS = PILImage.MAX_IMAGE_PIXELS, None
+    try:
+        pictures = _pptx_pictures(path) if filetype == "pptx" else _media(path)
+    finally:
+        PILImage.MAX_IMAGE_PIXELS = bomb_limit
     elements = []
     with tempfile.TemporaryDirectory(prefix="ragstream-media-") as tmp:
         for i, (page, ext, blob) in enumerate(pictures):
@@ -52,6 +63,9 @@ def ocr_embedded_images(path: Path, filetype: str, filename: str, languages: lis
                 continue
             image = Path(tmp) / f"image-{i}{ext}"
             image.write_bytes(blob)
+            from stages.partition import check_image_header
+
+            check_image_header(image, f"{filetype.upper()} embedded {ext[1:].upper()}")
             els = partition_image(filename=str(image), strategy="ocr_only", metadata_filename=filename,
                                   languages=languages, starting_page_number=page or 1)
             for el in els:

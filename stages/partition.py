@@ -21,7 +21,7 @@ from stages.deadline import DeadlineExceeded, deadline
 from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, OCRUnavailable, TooLarge,
                            UnsupportedType)
 from stages.limits import check_count, check_pixels, limit, out_of_memory
-from stages import charsets, nlp_limits, parser_options, text_hygiene
+from stages import charsets, html_depth, nlp_limits, parser_options, text_hygiene
 from stages.office_repair import without_dangling_relationships
 from stages.parse_errors import as_document_error
 from stages.parser_options import check_zip_parts
@@ -96,6 +96,9 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             elif filetype in IMAGE_TYPES:
                 elements = _partition_image(path, label, profile, filename or path.name)
             elif filetype in NATIVE:
+                if filetype in ("csv", "tsv"):
+                    from stages.sheet_size import check_delimited
+                    check_delimited(path, "\t" if filetype == "tsv" else ",")
                 elements = _partition_native(path, filetype, profile, filename or path.name)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":
@@ -139,6 +142,7 @@ def _prepare_libraries() -> None:
     charsets.install()
     parser_options.install()
     text_hygiene.install()
+    html_depth.install()
     nlp_limits.install()
     # a decode we did not check first (an image inside a document) fails as
     # DecompressionBombError at twice this; the checks below use the limit itself
@@ -221,25 +225,8 @@ def _partition_native(path: Path, filetype: str, profile: Profile, filename: str
         log.info("%s: %d bytes of plain text, over RAGSTREAM_PLAIN_TEXT_FAST_BYTES: linear-time "
                  "paragraph rules instead of per-paragraph NLP", filename, path.stat().st_size)
         return partition_plain_text(path, filename, list(profile.ocr_languages))
-    source = {"filename": str(path)}
-    if filetype == "html":
-        source = _html_source(path)
-    return fn(**source, metadata_filename=filename, languages=list(profile.ocr_languages), **extra)
-
-
-def _html_source(path: Path) -> dict:
-    """``{"filename": ...}``, or ``{"text": ...}`` with nesting beyond what lxml keeps
-    flattened (``stages.html_depth``)."""
-    from unstructured.file_utils.encoding import read_txt_file
-
-    from stages.html_depth import MAX_DEPTH, flatten
-
-    _, text = read_txt_file(filename=str(path))
-    flat, deepest = flatten(text)
-    if flat is text:
-        return {"filename": str(path)}
-    log.info("%s: HTML nested %d deep, tags below depth %d flattened", path.name, deepest, MAX_DEPTH)
-    return {"text": flat}
+    # HTML (files, e-mail bodies, Markdown) is decoded and flattened in stages.html_depth.install
+    return fn(filename=str(path), metadata_filename=filename, languages=list(profile.ocr_languages), **extra)
 
 
 def check_image_header(path: Path, label: str) -> None:

@@ -136,8 +136,9 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
     for rest in by_page.values():  # page numbers outside the scan (should not happen)
         merged += rest
     if not merged:
-        raise EmptyDocument(f"PDF text layer on pages {_page_list([s.number for s in scans if s.text_chars])} "
-                            "yielded no elements")
+        text_pages = [s.number for s in scans if s.text_chars]
+        raise EmptyDocument(f"PDF text layer on pages {_page_list(text_pages)} yielded no elements" if text_pages
+                            else f"OCR found no text on PDF page(s) {_page_list(ocr_pages)}")
     return assign_and_map_hash_ids(merged)
 
 
@@ -163,12 +164,17 @@ def _fast(src: Path, first: int, filename: str, languages: list[str]) -> list:
 
 def _check_render(page, dpi: float, number: int) -> None:
     """TooLarge when page ``number`` rendered at ``dpi`` would be over the pixel limit
-    (checked from its size in points, before rendering)."""
+    (checked from its size in points), or when an image on it (which the render
+    decodes) is (checked from the image dictionary); before rendering."""
+    import pypdfium2.raw as pdfium_c
+
     from stages.limits import check_pixels
 
     width, height = page.get_size()
     check_pixels(round(width * dpi / 72), round(height * dpi / 72),
                  what=f"PDF page {number} rendered at {dpi:.0f} dpi")
+    for obj in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=8):
+        check_pixels(*obj.get_px_size(), what=f"an image on PDF page {number}")
 
 
 def _check_hi_res_pages(src: Path, first: int) -> None:

@@ -4,7 +4,7 @@ unstructured's ``partition_xlsx`` reads each sheet into a dense pandas DataFrame
 (last row) × (last column) cells, so one value in A1 and one in XFD1048576 asks for
 17 billion cells (~20 GB before the kernel kills the process).  :func:`check_xlsx`
 streams every worksheet's XML (constant memory: elements are cleared as they are
-read) and raises :class:`stages.errors.TooLarge` when a sheet's extent is over
+read) and raises :class:`stages.errors.LimitExceeded` when a sheet's extent is over
 ``RAGSTREAM_MAX_SHEET_CELLS``, naming the sheet, its extent and the limit.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import zipfile
 from pathlib import Path
 
-from stages.errors import TooLarge
+from stages.errors import LimitExceeded
 from stages.limits import limit
 
 _NS = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
@@ -63,7 +63,7 @@ def sheet_extent(xml_stream) -> tuple[int, int]:
 
 
 def check_xlsx(path: Path) -> None:
-    """Raise TooLarge when some worksheet of the XLSX at ``path`` spans more than
+    """Raise LimitExceeded when some worksheet of the XLSX at ``path`` spans more than
     ``RAGSTREAM_MAX_SHEET_CELLS`` cells (last row × last column holding a value).
     A file that is not a readable zip is left to the parser (which reports it)."""
     cap = limit("max_sheet_cells")
@@ -81,7 +81,26 @@ def check_xlsx(path: Path) -> None:
                 rows, cols = sheet_extent(stream)
             cells = rows * cols
             if cells > cap:
-                raise TooLarge(
+                raise LimitExceeded(
                     f"sheet too large: {name.rsplit('/', 1)[-1][:-4]} spans A1:{_column_letters(cols)}{rows} "
                     f"= {rows:,} rows × {cols:,} columns = {cells:,} cells, limit {cap:,} "
                     "(RAGSTREAM_MAX_SHEET_CELLS)")
+
+
+def check_delimited(path: Path, delimiter: str = ",") -> None:
+    """Raise LimitExceeded when a CSV/TSV at ``path`` spans more than
+    ``RAGSTREAM_MAX_SHEET_CELLS`` cells (rows × widest row), read as a stream before
+    the dense DataFrame load."""
+    import csv
+
+    cap = limit("max_sheet_cells")
+    if not cap:
+        return
+    rows = cols = 0
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        for row in csv.reader(fh, delimiter=delimiter):
+            rows, cols = rows + 1, max(cols, len(row))
+            if rows * cols > cap:
+                raise LimitExceeded(f"sheet too large: {path.suffix[1:].upper() or 'CSV'} spans at least "
+                                    f"{rows:,} rows × {cols:,} columns = {rows * cols:,} cells, limit {cap:,} "
+                                    "(RAGSTREAM_MAX_SHEET_CELLS)")
