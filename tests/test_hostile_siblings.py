@@ -177,3 +177,28 @@ def test_wide_csv_fails_before_dense_load(tmp_path, monkeypatch):
     path.write_text("\n".join(",".join(f"CSVMARKER{i}x{j}" for j in range(100)) for i in range(20)) + "\n")
     with pytest.raises(LimitExceeded, match=r"rows × 100 columns = 1,100 cells, limit 1,000"):
         _partition(path, "csv")
+
+
+# -- the fixed siblings through the whole pipeline --------------------------------------------
+
+@pytest.mark.integration
+def test_siblings_through_the_pipeline(stack, worker, project, tmp_path):
+    """The same verdicts from the workers: text COMPLETED, bombs FAILED with the
+    pixel limit, the worker unharmed."""
+    from tests.conftest import ingest
+
+    files = [picture_only_docx(tmp_path / "bomb.docx", BOMB_PNG.read_bytes()),
+             scanned_pdf_with_huge_image(tmp_path / "scan-bomb.pdf"),
+             tmp_path / "mail.eml", tmp_path / "quotes.md"]
+    files[2].write_bytes(_eml("x-unknown-foo", "CSMARKER naïve café end of body.".encode("utf-8")))
+    files[3].write_text("> " * 1000 + "DEEPMARKER quoted\n")
+    outcome = ingest(files, project, timeout_s=600)
+    assert not outcome.timed_out
+    by_name = {r.path.name: outcome.last[r.document_id] for r in outcome.results}
+    for name in ("bomb.docx", "scan-bomb.pdf"):
+        assert by_name[name].status == "FAILED", (name, by_name[name])
+        assert by_name[name].error_code == "limit_exceeded", (name, by_name[name].error)
+        assert "400,000,000 pixels, limit 89,478,485" in by_name[name].error
+    for name in ("mail.eml", "quotes.md"):
+        assert by_name[name].status == "COMPLETED", (name, by_name[name].error)
+    assert worker.poll() is None
