@@ -11,6 +11,9 @@ after its retries never fails the document: the chunk goes on with the determini
 rendering and ``enrichment = {"vlm": "failed", "reason": ...}``.  An image chunk's
 own text is only a placeholder ("Image on page N") or OCR, so its summary is also put
 before that text in ``text`` (what the index stores, BM25 and the reranker read); a table keeps its text.
+Last, the document's contextual header (``stages.enhance.document_header``: its name
+and kind) goes before all of ``embed_text``, cut to the same limit
+(``stages.enhance.with_header``); ``text`` does not get it.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from adapters.vlm import SUMMARY_WORDS, VlmClient, VlmRequest, VlmUnavailable
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import Chunk, DocumentStatus
-from stages.enhance import cut_words, embed_text_for, vlm_kind, with_summary
+from stages.enhance import cut_words, document_header, embed_text_for, vlm_kind, with_header, with_summary
 from stages.tokens import count_word_pieces
 from topics import CHUNKS
 
@@ -89,6 +92,9 @@ async def enhance_one(ctx: StageContext, chunk: Chunk) -> None:
         await ctx.emit(chunk, DocumentStatus.ENHANCING, stage=STAGE, chunks_total=chunk.total)
     rendering = embed_text_for(chunk.text, chunk.element_types, chunk.table_html)
     enhanced = await enrich(ctx, chunk, rendering)
+    enhanced = enhanced.derive(embed_text=with_header(
+        document_header(chunk.filename), enhanced.embed_text, ctx.settings.embedder_max_tokens,
+        count_word_pieces))
     await ctx.topics.enhanced.send(key=chunk.document_id, value=enhanced)
 
 

@@ -5,8 +5,8 @@
    graph, cosine ≥ 0.999999 — when Triton does not answer), then one Milvus hybrid
    search (adapters/vector_store.py ``hybrid_search``): dense ANN (cosine) and BM25
    over the chunk text, both narrowed by the same filter expression
-   (:class:`SearchFilters`), fused in Milvus by reciprocal rank fusion (score =
-   Σ 1/(60 + rank)).  So a chunk the dense ranking misses — an exact name, a figure
+   (:class:`SearchFilters`), fused by reciprocal rank fusion (score =
+   Σ 1/(60 + rank); ties broken by the two scores, ``rrf_fuse``).  So a chunk the dense ranking misses — an exact name, a figure
    like "318,285", a postcode — is still found by its words.  The top
    ``max(4k, 20)`` are kept when they belong to each document's CURRENT version —
    its newest COMPLETED version not deleted, from the ledger — so a superseded,

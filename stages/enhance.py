@@ -7,9 +7,20 @@ vision-language model is configured (``agents.enhance``, ``adapters.vlm``), tabl
 image chunks also get its short summary, put before that rendering in the embed text
 and cut so the whole stays within the embedder's word-piece limit
 (:func:`with_summary`).
+
+Every chunk's embed text starts with a contextual header (:func:`document_header`:
+the document's name, words only, and its kind, e.g. ``"layout parser paper with
+table (PDF document)"``), cut by whole words so header + text stay within the
+embedder's word-piece limit (:func:`with_header`; the text is never cut, and a chunk
+that already fills the limit gets no header).  A chunk deep in a document rarely
+names it, so without the header a question that names the document ("the memo", "the
+10-K") matches chunks of every document alike.  The header is in the embed text only:
+the stored ``text`` (BM25, the reranker, what search returns) stays the document's own.
 """
 from __future__ import annotations
 
+import re
+from pathlib import PurePosixPath
 from typing import Callable, Optional
 
 from lxml import html as lxml_html
@@ -94,3 +105,40 @@ def with_summary(summary: str, body: str, max_tokens: int, count: Callable[[str]
         else:
             hi = mid - 1
     return " ".join(words[:lo]) + "\n\n" + body if lo else body
+
+
+#: a document's kind by its file extension, in the words a question would use
+KIND_BY_EXTENSION = {
+    "pdf": "PDF document", "doc": "Word document", "docx": "Word document",
+    "odt": "text document", "rtf": "text document", "txt": "text document",
+    "md": "Markdown document", "rst": "text document", "html": "web page", "htm": "web page",
+    "xml": "XML document", "eml": "email", "msg": "email", "epub": "e-book",
+    "ppt": "presentation", "pptx": "presentation", "odp": "presentation",
+    "xls": "spreadsheet", "xlsx": "spreadsheet", "ods": "spreadsheet", "csv": "spreadsheet",
+    "tsv": "spreadsheet", "jpg": "image", "jpeg": "image", "png": "image", "tif": "image",
+    "tiff": "image", "bmp": "image", "heic": "image",
+}
+
+
+def document_header(filename: str) -> str:
+    """The contextual header of a document's chunks: its base name without the
+    extension, runs of ``-``, ``_``, ``.`` and white space as one space, then its kind
+    in parentheses when the extension is known (:data:`KIND_BY_EXTENSION`):
+    ``"pdf/fake-memo.pdf"`` → ``"fake memo (PDF document)"``; ``""`` → ``""``."""
+    path = PurePosixPath(filename.replace("\\", "/"))
+    name = " ".join(re.sub(r"[-_.\s]+", " ", path.stem).split())
+    kind = KIND_BY_EXTENSION.get(path.suffix.lower().lstrip("."), "")
+    if name and kind:
+        return f"{name} ({kind})"
+    return name or kind
+
+
+def with_header(header: str, body: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """``header`` + a blank line + ``body``, the header cut by whole words from its
+    end so the result is at most ``max_tokens`` word pieces by ``count`` (special
+    tokens included); ``body`` alone when no word fits or the header is empty.  The
+    body is never cut (:func:`with_summary`, whose rule this is)."""
+    header = " ".join(header.split())
+    if header and count(f"{header}\n\n{body}") <= max_tokens:  # the usual case: one count
+        return f"{header}\n\n{body}"
+    return with_summary(header, body, max_tokens, count)

@@ -43,3 +43,56 @@ def test_table_rendering_names_columns_per_row():
     assert embed_text_for("raw", ["Table"], TABLE_HTML) == text
     assert embed_text_for("just text", ["NarrativeText"], None) == "just text"
     assert render_table("<p>no rows</p>", fallback_text="fallback") == "fallback"
+
+
+def test_document_header_is_the_name_in_words_and_its_kind():
+    from stages.enhance import document_header
+
+    assert document_header("pdf/fake-memo.pdf") == "fake memo (PDF document)"
+    assert document_header("Annual_Report.2023.XLSX") == "Annual Report 2023 (spreadsheet)"
+    assert document_header("notes") == "notes"
+    assert document_header("") == ""
+
+
+def test_header_goes_first_and_never_pushes_past_the_limit():
+    from stages.enhance import with_header
+    from stages.tokens import count_word_pieces as count
+
+    header = "layout parser paper with table (PDF document)"
+    assert with_header(header, "short text", 256, count) == f"{header}\n\nshort text"
+    for words in (240, 248, 250, 252, 254, 300):  # bodies near and over the limit
+        body = "water " * words
+        embed = with_header(header, body, 256, count)
+        assert embed.endswith(body)  # the text itself is never cut
+        assert count(embed) <= max(256, count(body))
+        assert embed == body or embed.startswith("layout")
+    assert with_header(header, "water " * 300, 256, count) == "water " * 300
+    assert with_header("", "text", 256, count) == "text"
+
+
+def test_enhance_stage_puts_the_header_in_embed_text_only():
+    """The enhance agent's own composition (no Kafka): header + rendering in
+    ``embed_text``, ``text`` untouched."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from agents import enhance as agent
+    from schemas import Chunk
+
+    sent = []
+
+    class Topic:
+        async def send(self, key, value):
+            sent.append(value)
+
+    async def emit(*a, **kw):
+        return None
+
+    ctx = SimpleNamespace(settings=SimpleNamespace(vlm_base_url="", embedder_max_tokens=256),
+                          topics=SimpleNamespace(enhanced=Topic()), emit=emit)
+    chunk = Chunk(chunk_id="d:1:1", document_id="d", version=1, index=1, total=2, project="p",
+                  category="default", filename="pdf/fake-memo.pdf", text="Table text",
+                  page_number=1, element_types=["Table"], table_html=TABLE_HTML)
+    asyncio.run(agent.enhance_one(ctx, chunk))
+    assert sent[0].embed_text == "fake memo (PDF document)\n\n" + render_table(TABLE_HTML)
+    assert sent[0].text == "Table text"

@@ -239,3 +239,23 @@ def test_bench_search_prints_both_latencies(stack):
     assert len(hybrid.ms) == len(dense.ms) == 5 and min(hybrid.ms + dense.ms) > 0
     last = out.getvalue().strip().splitlines()[-1]
     assert last.startswith("hybrid_p95_ms=") and " dense_p95_ms=" in last and " ratio=" in last, last
+
+
+def test_rrf_ties_are_broken_by_the_two_scores():
+    """Chunks ranked (1, 2) and (2, 1) tie on RRF; the one with the higher cosine +
+    normalised BM25 comes first, whichever ranking it leads."""
+    from adapters.vector_store import rrf_fuse
+
+    dense = [{"chunk_id": "a", "dense_score": 0.50}, {"chunk_id": "b", "dense_score": 0.49},
+             {"chunk_id": "c", "dense_score": 0.30}]
+    bm25 = [{"chunk_id": "b", "dense_score": 0.49, "bm25_score": 12.0},
+            {"chunk_id": "a", "dense_score": 0.50, "bm25_score": 6.0},
+            {"chunk_id": "d", "dense_score": 0.10, "bm25_score": 5.0}]
+    fused = rrf_fuse(dense, bm25, rrf_k=60)
+    # c (dense 3rd) and d (BM25 3rd) tie too: d's 0.10 + 5/12 beats c's 0.30
+    assert [h["chunk_id"] for h in fused] == ["b", "a", "d", "c"]
+    assert fused[0]["score"] == fused[1]["score"] == 1 / 61 + 1 / 62
+    assert fused[0]["bm25_score"] == 12.0 and "bm25_score" not in fused[3]
+    # each ranking's only hit: 0.30 + 1/1 (BM25's best) beats 0.50 + 0; no BM25 hits is fine
+    assert [h["chunk_id"] for h in rrf_fuse(dense[:1], [{**dense[2], "bm25_score": 1.0}])] == ["c", "a"]
+    assert [h["chunk_id"] for h in rrf_fuse(dense, [])] == ["a", "b", "c"]
