@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import os
 
-from stages.errors import LimitExceeded, OutOfMemory
+from pathlib import Path
+
+from stages.errors import DocumentError, LimitExceeded, OutOfMemory, TooLarge
 
 DEFAULTS: dict[str, int] = {
     "max_image_pixels": 89_478_485,  # PIL's own DecompressionBomb threshold
@@ -74,3 +76,23 @@ def out_of_memory(label: str) -> OutOfMemory:
     cap = limit("parse_memory_mb")
     where = f"the {cap:,} MiB cap (RAGSTREAM_PARSE_MEMORY_MB)" if cap else "the memory available"
     return OutOfMemory(f"out of memory: {label} parse exceeded {where}")  # permanent: the same bytes hit the same cap
+
+
+def check_image_header(path: Path, label: str) -> None:
+    """Raise TooLarge when an image file's header says it is over the pixel limit (read
+    without decoding; every frame of a multi-frame file is checked)."""
+    from PIL import Image as PILImage
+
+    bomb_limit, PILImage.MAX_IMAGE_PIXELS = PILImage.MAX_IMAGE_PIXELS, None  # header only: no decode
+    try:
+        with PILImage.open(path) as image:
+            for frame in range(getattr(image, "n_frames", 1)):
+                if frame:
+                    image.seek(frame)
+                check_pixels(*image.size, what=f"{label} image" + (f" frame {frame + 1}" if frame else ""))
+    except (TooLarge, DocumentError):
+        raise
+    except Exception:  # noqa: BLE001 - unreadable headers are reported by the parser
+        return
+    finally:
+        PILImage.MAX_IMAGE_PIXELS = bomb_limit

@@ -63,7 +63,7 @@ def ocr_embedded_images(path: Path, filetype: str, filename: str, languages: lis
                 continue
             image = Path(tmp) / f"image-{i}{ext}"
             image.write_bytes(blob)
-            from stages.partition import check_image_header
+            from stages.limits import check_image_header
 
             check_image_header(image, f"{filetype.upper()} embedded {ext[1:].upper()}")
             els = partition_image(filename=str(image), strategy="ocr_only", metadata_filename=filename,

@@ -20,7 +20,8 @@ from stages import offline_nlp  # noqa: F401  (sets DO_NOT_TRACK before unstruct
 from stages.deadline import DeadlineExceeded, deadline
 from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, OCRUnavailable, TooLarge,
                            UnsupportedType)
-from stages.limits import check_count, check_pixels, limit, out_of_memory
+from stages.limits import (check_count, check_image_header, check_pixels, limit,  # noqa: F401
+                           out_of_memory)
 from stages import charsets, html_depth, nlp_limits, parser_options, text_hygiene
 from stages.office_repair import without_dangling_relationships
 from stages.parse_errors import as_document_error
@@ -227,26 +228,6 @@ def _partition_native(path: Path, filetype: str, profile: Profile, filename: str
         return partition_plain_text(path, filename, list(profile.ocr_languages))
     # HTML (files, e-mail bodies, Markdown) is decoded and flattened in stages.html_depth.install
     return fn(filename=str(path), metadata_filename=filename, languages=list(profile.ocr_languages), **extra)
-
-
-def check_image_header(path: Path, label: str) -> None:
-    """Raise TooLarge when an image file's header says it is over the pixel limit (read
-    without decoding; every frame of a multi-frame file is checked)."""
-    from PIL import Image as PILImage
-
-    bomb_limit, PILImage.MAX_IMAGE_PIXELS = PILImage.MAX_IMAGE_PIXELS, None  # header only: no decode
-    try:
-        with PILImage.open(path) as image:
-            for frame in range(getattr(image, "n_frames", 1)):
-                if frame:
-                    image.seek(frame)
-                check_pixels(*image.size, what=f"{label} image" + (f" frame {frame + 1}" if frame else ""))
-    except (TooLarge, DocumentError):
-        raise
-    except Exception:  # noqa: BLE001 - unreadable headers are reported by the parser
-        return
-    finally:
-        PILImage.MAX_IMAGE_PIXELS = bomb_limit
 
 
 def _partition_image(path: Path, label: str, profile: Profile, filename: str) -> list:

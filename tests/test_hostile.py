@@ -158,7 +158,7 @@ def test_html_nesting_of_any_depth_is_flattened(tmp_path):
 # -- size limits ------------------------------------------------------------------------
 
 def test_pixel_limit_before_decode():
-    from stages.partition import check_image_header
+    from stages.limits import check_image_header
 
     started = time.perf_counter()
     with pytest.raises(LimitExceeded, match=r"20,000×20,000 = 400,000,000 pixels, limit 89,478,485"):
