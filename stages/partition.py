@@ -100,6 +100,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 if filetype in ("csv", "tsv"):
                     from stages.sheet_size import check_delimited
                     check_delimited(path, "\t" if filetype == "tsv" else ",")
+                    path = utf8_copy(path, Path(tmp))
                 elements = _partition_native(path, filetype, profile, filename or path.name)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":
@@ -213,6 +214,21 @@ def _plain(value):
     if isinstance(value, (int, float)):
         return int(value) if isinstance(value, int) else float(value)
     return str(value)
+
+
+def utf8_copy(path: Path, tmp: Path) -> Path:
+    """``path`` itself when it is valid UTF-8, else a UTF-8 copy in ``tmp`` decoded by
+    ``charsets.decode_fallback`` (a guessed charset, else U+FFFD for bad bytes): a
+    delimited file in a legacy charset or with stray bytes (e.g. an encoded lone
+    surrogate) is text, not "corrupt"."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+        return path
+    except UnicodeDecodeError:
+        out = tmp / ("utf8-" + path.name)
+        out.write_text(charsets.decode_fallback(data), encoding="utf-8")
+        return out
 
 
 def _partition_native(path: Path, filetype: str, profile: Profile, filename: str) -> list:

@@ -179,6 +179,15 @@ def test_wide_csv_fails_before_dense_load(tmp_path, monkeypatch):
         _partition(path, "csv")
 
 
+@pytest.mark.parametrize("raw", [b"\xed\xa0\x80", "caf\u00e9 na\u00efve".encode("cp1252")])
+def test_csv_with_bytes_that_are_not_utf8_is_text_not_corrupt(tmp_path, raw):
+    """An encoded lone surrogate or a legacy charset in a CSV: the rows are text."""
+    path = tmp_path / "odd.csv"
+    path.write_bytes(b"name,note\nCSVMARKER," + raw + b"\nsecond,row\n")
+    text = _text(_partition(path, "csv"))
+    assert "CSVMARKER" in text and "second" in text
+
+
 # -- the fixed siblings through the whole pipeline --------------------------------------------
 
 @pytest.mark.integration
