@@ -207,7 +207,9 @@ def _text_type(head: bytes, ext: str, magic_mime: str) -> str | None:
     if low.startswith("<!doctype html") or "<html" in low[:2048] or ext == "html" and "<" in low:
         return "html"
     tags = len(_HTML_TAG.findall(head))
-    if low.startswith("<?xml") or low.startswith("<"):
+    if low.startswith("<?xml"):  # an XML prolog: HTML only when it says XHTML (<html> is above)
+        return "html" if "xhtml" in low else "xml"
+    if low.startswith("<"):
         return "html" if tags >= 3 or "xhtml" in low else "xml"
     if re.match(r"(?i)(received|return-path|from|message-id|mime-version|delivered-to):", stripped) \
             and "message/rfc822" in magic_mime:

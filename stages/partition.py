@@ -22,7 +22,7 @@ from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, OCRUnava
                            UnsupportedType)
 from stages.limits import (check_count, check_image_header, check_pixels, limit,  # noqa: F401
                            out_of_memory)
-from stages import charsets, html_depth, nlp_limits, parser_options, text_hygiene
+from stages import charsets, html_depth, nlp_limits, parser_options, text_hygiene, xml_depth
 from stages.office_repair import without_dangling_relationships
 from stages.parse_errors import as_document_error
 from stages.parser_options import check_zip_parts
@@ -101,6 +101,8 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                     from stages.sheet_size import check_delimited
                     check_delimited(path, "\t" if filetype == "tsv" else ",")
                     path = utf8_copy(path, Path(tmp))
+                if filetype == "xml":
+                    path = xml_depth.flatten(path, Path(tmp))
                 elements = _partition_native(path, filetype, profile, filename or path.name)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":

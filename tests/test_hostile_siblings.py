@@ -155,6 +155,19 @@ def test_html_mail_body_nested_past_lxml_depth(tmp_path):
     assert "DEEPMARKER" in _text(_partition(path, "eml"))
 
 
+@pytest.mark.parametrize("tag", ["item", "a"])  # "a": HTML-like names in an XML file stay XML
+def test_xml_nested_past_lxml_depth(tmp_path, tag):
+    """lxml refuses XML deeper than 256 ("Excessive depth"): it failed as corrupt."""
+    from stages.detect import detect_type
+
+    path = tmp_path / "deep.xml"
+    path.write_text('<?xml version="1.0"?><root><title>Head</title>' + f"<{tag}>" * 3000
+                    + "DEEPMARKER in xml" + f"</{tag}>" * 3000 + "<tail>TAILMARKER</tail></root>")
+    assert detect_type(path).filetype == "xml"
+    text = _text(_partition(path, "xml"))
+    assert "DEEPMARKER" in text and "TAILMARKER" in text and "Head" in text
+
+
 # -- sheets -----------------------------------------------------------------------------------
 
 def test_far_corner_sheet_has_the_limit_code(tmp_path):
