@@ -1,7 +1,8 @@
 """``ragstream reindex -p P``: rebuild a project's Milvus collection by replaying its
 retained topic into ``chunks_P_v{n+1}`` and swap an alias to it (the work is
 :mod:`streams.reindex`); ``--rollback`` points the alias back at the previous
-version, ``--promote`` points prod at the test alias's collection.
+version, ``--promote`` points prod at the test alias's collection, ``--show`` prints
+where the aliases point.
 
 Prints a short report (collection, records replayed, chunks written, seconds,
 ``alias: old → new``), or one JSON object with ``--json``.  Exit 1 when the new
@@ -32,6 +33,8 @@ def register(app: typer.Typer, console: Console) -> None:
                 rollback: bool = typer.Option(False, "--rollback", help="point the alias back at the previous "
                                                                         "collection version"),
                 promote: bool = typer.Option(False, "--promote", help="point prod at the test alias's collection"),
+                show: bool = typer.Option(False, "--show", help="print where the prod and test aliases point "
+                                                                "and the collection versions; change nothing"),
                 complete_within_s: float = typer.Option(120.0, "--complete-within", help="seconds to wait for "
                                                         "the new collection to hold every current chunk"),
                 as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
@@ -49,6 +52,11 @@ def register(app: typer.Typer, console: Console) -> None:
         if rollback and promote:
             typer.echo("error: --rollback and --promote exclude each other", err=True)
             raise typer.Exit(code=2)
+        if show:
+            where = rx.aliases(project, settings=settings)
+            typer.echo(json.dumps(where) if as_json else
+                       f"prod → {where['prod']}; test → {where['test']}; versions {where['versions']}")
+            return
         try:
             if rollback or promote:
                 before, after = asyncio.run(rx.rollback(project, settings=settings, alias=alias) if rollback

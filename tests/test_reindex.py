@@ -182,6 +182,7 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     assert _cli("reindex", "-p", project, "--rollback") == {"project": project, "alias": "prod",
                                                               "from": v2, "to": v1}
     assert ca.alias_target(store, alias_for(project)) == v1
+    assert _cli("reindex", "-p", project, "--show") == {"prod": v1, "test": None, "versions": [1, 2]}
 
     # the test alias: a new v3 behind chunks_P_test, prod left on v1; search --alias test reads it
     test_report = run(reindex(project, settings=stack, alias="test"))
