@@ -27,6 +27,13 @@ def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, pro
     files = generate_samples(tmp_path)
 
     async def _scenario():
+        # earlier tests embedded these same samples: with their vectors in the embedding
+        # cache the embed stage would never call Triton, so the cache starts empty
+        from adapters.embedding_cache import EmbeddingCache
+        from adapters.metadata import Metadata
+
+        async with Metadata(stack.pg_dsn) as metadata:
+            await EmbeddingCache(metadata.pool).clear()
         devstack.down(stack, names=["triton"])
         t_down = time.time()
         task = asyncio.create_task(ingest_and_follow(files, project=project, category="default",
