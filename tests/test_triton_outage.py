@@ -31,7 +31,9 @@ def test_documents_complete_after_triton_comes_back(stack, worker, tmp_path, pro
         # cache the embed stage would never call Triton, so the cache starts empty
         from adapters.embedding_cache import EmbeddingCache
         from adapters.metadata import Metadata
+        from adapters.migrations import upgrade_head
 
+        await upgrade_head(stack.pg_dsn)  # this test may be the first to touch the database
         async with Metadata(stack.pg_dsn) as metadata:
             await EmbeddingCache(metadata.pool).clear()
         devstack.down(stack, names=["triton"])
