@@ -443,20 +443,14 @@ class VectorStore:
                 h["dense_score"] = h["score"]
             return HybridHits(hits, ["dense"], reason)
         q = [float(x) for x in vector]
-        collection = lambda c: self._ensure(c, name, create)  # noqa: E731
         with ThreadPoolExecutor(2) as pool:  # the two searches at once (the client is thread-safe)
-            dense_f = pool.submit(self._call, "search", lambda c: c.search(
-                collection(c), data=[q], limit=k, filter=filter, output_fields=OUTPUT_FIELDS,
-                anns_field="vector", search_params={"metric_type": "IP"}, timeout=self.timeout_s))
+            dense_f = pool.submit(self.search_sync, project, q, k, filter, alias)
             bm25_f = pool.submit(self._call, "search", lambda c: c.search(
-                collection(c), data=[query], limit=k, filter=filter, output_fields=OUTPUT_FIELDS + ["vector"],
-                anns_field=SPARSE, search_params={"metric_type": "BM25"}, timeout=self.timeout_s))
-            dense, bm25 = dense_f.result(), bm25_f.result()
-        dense_hits = []
-        for hit in dense[0] if dense else []:
-            entity = dict(hit.get("entity", {}))
-            entity["dense_score"] = float(hit.get("distance", 0.0))
-            dense_hits.append(entity)
+                self._ensure(c, name, create), data=[query], limit=k, filter=filter,
+                output_fields=OUTPUT_FIELDS + ["vector"], anns_field=SPARSE,
+                search_params={"metric_type": "BM25"}, timeout=self.timeout_s))
+            dense_hits = [{**h, "dense_score": h["score"]} for h in dense_f.result()]
+            bm25 = bm25_f.result()
         bm25_hits = []
         for hit in bm25[0] if bm25 else []:
             entity = dict(hit.get("entity", {}))

@@ -27,6 +27,7 @@ from typing import Optional
 import psutil
 from rich.console import Console
 
+from bench.e2e import embed_cache_rows
 from streams.app import STAGES
 
 UPSTREAM = ("normalize", "partition", "chunk", "enhance")
@@ -100,19 +101,6 @@ async def _wait_backlog(bootstrap: str, timeout_s: float) -> int:
     raise TimeoutError(f"embed backlog not settled in {timeout_s:.0f} s")
 
 
-async def _empty_embedding_cache(settings) -> None:
-    """Empty the embedding cache, so a drain embeds every chunk: documents of the two
-    drains differ only in a line, and cached vectors would make the second one look
-    faster."""
-    from adapters.embedding_cache import EmbeddingCache
-    from adapters.metadata import Metadata
-    from adapters.migrations import upgrade_head
-
-    await upgrade_head(settings.pg_dsn)
-    async with Metadata(settings.pg_dsn) as metadata:
-        await EmbeddingCache(metadata.pool).clear()
-
-
 def drain(settings, env: dict[str, str], paths: list[Path], *, autoscale: bool, log_dir: Path,
           console: Console, idle_wait_s: float = 120.0, timeout_s: float = 900.0) -> DrainRun:
     """One drain of ``paths`` (see the module docstring); the stages other than embed
@@ -122,7 +110,8 @@ def drain(settings, env: dict[str, str], paths: list[Path], *, autoscale: bool, 
 
     run = DrainRun(autoscale, len(paths))
     project = f"autoscale{int(time.time())}"
-    asyncio.run(_empty_embedding_cache(settings))  # both drains embed every chunk
+    # the two drains' documents differ in one line: emptied, each drain embeds every chunk
+    asyncio.run(embed_cache_rows(settings, clear=True))
     quiet = Console(quiet=True)
     outcome = asyncio.run(ingest_and_follow(paths, project=project, category="default", wait=False,
                                             console=quiet, settings=settings))

@@ -138,11 +138,14 @@ async def _pipeline_pages(done, project: str, settings) -> int:
     return total
 
 
-async def _embed_cache_rows(settings, clear: bool = False) -> int:
-    """Rows of the embedding cache (emptied first with ``clear``)."""
+async def embed_cache_rows(settings, clear: bool = False) -> int:
+    """Rows of the embedding cache (emptied first with ``clear``; the schema is
+    brought to head first, for a stack no worker has touched yet)."""
     from adapters.embedding_cache import EmbeddingCache
     from adapters.metadata import Metadata
+    from adapters.migrations import upgrade_head
 
+    await upgrade_head(settings.pg_dsn)
     async with Metadata(settings.pg_dsn) as md:
         if clear:
             await EmbeddingCache(md.pool).clear()
@@ -159,7 +162,7 @@ def run_pipeline(files: list[Path], warmup: Path, settings, console: Console,
     project = "benchpipe" + uuid.uuid4().hex[:6]
     asyncio.run(ingest_and_follow([warmup], project=project + "w", category="default",
                                   timeout_s=600, console=quiet))
-    asyncio.run(_embed_cache_rows(settings, clear=True))
+    asyncio.run(embed_cache_rows(settings, clear=True))
     if on_start:
         on_start()
     t0 = time.perf_counter()
@@ -172,7 +175,7 @@ def run_pipeline(files: list[Path], warmup: Path, settings, console: Console,
     run.chunks = sum(e.chunks_total for e in done)
     run.empty = sum(1 for e in done if not e.chunks_total)
     run.pages = asyncio.run(_pipeline_pages(done, project, settings))
-    run.embedded = asyncio.run(_embed_cache_rows(settings))
+    run.embedded = asyncio.run(embed_cache_rows(settings))
     return run
 
 
