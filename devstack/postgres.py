@@ -1,16 +1,28 @@
 """The embedded PostgreSQL: the system server run by initdb/pg_ctl as the
 ``postgres`` user in a private data directory; creates the ``ragstream`` role and
 database after start.  Registered with the supervisor on import.
+
+As root, PostgreSQL runs as an unprivileged user, who must be able to traverse every
+parent of its data directory.  When ``data_dir`` sits under a directory that user
+cannot enter (a CI checkout under a ``0700`` home, say), the data directory lives in
+:data:`OUTSIDE_ROOT` instead, one per ``data_dir``, and ``data_dir/postgres`` is a
+symlink to it.  That symlink is also the data's lifeline: a ``data_dir`` removed and
+made again (a fresh test stack) has no symlink, so the outside directory it left is
+wiped before ``initdb`` rather than silently reused.
 """
 from __future__ import annotations
 
 import asyncio
 import glob
+import grp
+import hashlib
 import os
 import pwd
 import shutil
 import signal
+import stat
 import subprocess
+from pathlib import Path
 from urllib.parse import urlparse
 
 from devstack.supervisor import LOOPBACK, DevStackError, Paths, Service, alive, register
@@ -19,6 +31,8 @@ from streams.settings import Settings
 # ---------------------------------------------------------------- postgres
 
 _PG_SUPERUSER = "postgres"
+_PG_USERS = ("postgres", "ragstream-pg")  # the first that exists; the second is created
+OUTSIDE_ROOT = Path("/var/tmp/ragstream-postgres")
 
 
 def _pg_bin(name: str) -> str:
@@ -40,7 +54,7 @@ def _pg_user() -> str | None:
     """As root: an unprivileged user to run PostgreSQL as (created if missing); else None."""
     if os.geteuid() != 0:
         return None
-    for name in ("postgres", "ragstream-pg"):
+    for name in _PG_USERS:
         try:
             pwd.getpwnam(name)
             return name
@@ -51,12 +65,72 @@ def _pg_user() -> str | None:
     return "ragstream-pg"
 
 
+def _can_traverse(path: Path, uid: int, gids: set[int]) -> bool:
+    """True when a process with ``uid``/``gids`` may enter every existing directory
+    from ``/`` down to ``path`` (mode bits; ACLs are not read)."""
+    for part in [*reversed(path.parents), path]:
+        try:
+            st = part.stat()
+        except FileNotFoundError:
+            return True  # created later by root with the usual 0755
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid in gids:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
+def _pg_home(settings: Settings, default: Path) -> Path:
+    """Where PostgreSQL's data directory lives: ``default`` (``data_dir/postgres``)
+    unless we are root and the server's user cannot traverse its parents; then
+    ``OUTSIDE_ROOT/<first 16 hex of sha256(default)>``."""
+    if os.geteuid() != 0:
+        return default
+    for name in _PG_USERS:
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        gids = {pw.pw_gid} | {g.gr_gid for g in grp.getgrall() if name in g.gr_mem}
+        if _can_traverse(default.parent, pw.pw_uid, gids):
+            return default
+        break
+    else:  # the user is created on first start: an unprivileged stranger to every directory
+        if _can_traverse(default.parent, -1, set()):
+            return default
+    return OUTSIDE_ROOT / hashlib.sha256(str(default).encode()).hexdigest()[:16]
+
+
+def _link_outside_home(settings: Settings, home: Path) -> None:
+    """Point ``data_dir/postgres`` at ``home`` (outside ``data_dir``); a ``data_dir``
+    without that link is new, so whatever ``home`` holds is a removed stack's data
+    and is wiped first (see the module docstring)."""
+    link = Path(settings.data_dir).expanduser().resolve() / "postgres"
+    if link.is_symlink() and Path(os.readlink(link)) == home:
+        return
+    for child in home.iterdir():
+        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)  # made while reachable; its server can no longer reach it
+    link.symlink_to(home, target_is_directory=True)
+    OUTSIDE_ROOT.chmod(0o755)
+
+
 def _as_user(user: str | None) -> dict:
     return {"user": user, "group": user, "extra_groups": []} if user else {}
 
 
 async def _pg_prepare(settings: Settings, paths: Paths) -> None:
     user = _pg_user()
+    default = Path(settings.data_dir).expanduser().resolve() / "postgres"
+    if paths.data != default:
+        _link_outside_home(settings, paths.data)
     if user:
         shutil.chown(paths.data, user, user)
         paths.data.chmod(0o700)
@@ -139,6 +213,7 @@ POSTGRES = Service(
     prepare=_pg_prepare,
     post_start=_pg_post_start,
     user=_pg_user,
+    home=_pg_home,
     stop_signal=signal.SIGINT,  # fast shutdown
     signal_leader_only=True,
 )

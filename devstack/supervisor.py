@@ -117,10 +117,18 @@ class Paths:
 
     @classmethod
     def of(cls, settings: Settings, name: str) -> "Paths":
-        """Paths of service ``name`` under ``settings.data_dir`` (nothing is created)."""
+        """Paths of service ``name`` under ``settings.data_dir`` (nothing is created).
+
+        ``data`` is ``data_dir/name`` unless the registered service's ``home`` hook
+        places it elsewhere (PostgreSQL, when its user cannot reach ``data_dir``).
+        """
         root = Path(settings.data_dir).expanduser().resolve()
+        data = root / name
+        svc = next((s for s in services() if s.name == name), None)
+        if svc is not None and svc.home is not None:
+            data = svc.home(settings, data)
         return cls(
-            data=root / name,
+            data=data,
             log=root / "logs" / f"{name}.log",
             pid=root / "run" / f"{name}.pid",
             run_dir=root / "run",
@@ -140,7 +148,8 @@ class Service:
     names services that must be healthy first; ``env(settings)`` adds environment
     variables; ``user()`` returns a user name to run as (None: current user);
     ``stop_signal`` is the graceful signal, sent to the whole process group unless
-    ``signal_leader_only``.
+    ``signal_leader_only``; ``home(settings, default)`` returns where the service's
+    data directory lives when not at ``default`` (``data_dir/name``).
     """
 
     name: str
@@ -156,6 +165,7 @@ class Service:
     stop_signal: int = signal.SIGTERM
     signal_leader_only: bool = False
     after_stop: Callable[[Settings, Paths], None] | None = None
+    home: Callable[[Settings, Path], Path] | None = None
 
 
 @dataclass

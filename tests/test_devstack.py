@@ -264,3 +264,42 @@ async def test_start_failures_name_the_service_and_log(tmp_path: Path) -> None:
     finally:
         devstack.unregister("crasher")
     assert "crasher" not in {s.name for s in devstack.services()}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL changes user only when started as root")
+async def test_postgres_runs_when_data_dir_is_under_a_private_directory() -> None:
+    """A CI checkout under a 0700 directory (seen: /check/work/main): the server's
+    user cannot reach data_dir, so its data lives outside, linked from data_dir; a
+    data_dir removed and made again starts from an empty database."""
+    import asyncpg
+
+    private = Path(tempfile.mkdtemp(prefix="ragstream-private-", dir="/tmp"))  # 0700
+    port = _free_port_block(1)
+    settings = Settings(data_dir=private / "work" / "data", pg_port=port,
+                        pg_dsn=f"postgresql://ragstream@127.0.0.1:{port}/ragstream")
+    link = settings.data_dir / "postgres"
+    try:
+        await devstack.up_async(settings, names=["postgres"], timeout_s=60)
+        home = devstack.Paths.of(settings, "postgres").data
+        assert home.parent == devstack.postgres.OUTSIDE_ROOT and link.resolve() == home
+        conn = await asyncpg.connect(settings.pg_dsn)
+        await conn.execute("create table kept (x int)")
+        await conn.close()
+
+        await asyncio.to_thread(devstack.down, settings, names=["postgres"], grace_s=5)
+        await devstack.up_async(settings, names=["postgres"], timeout_s=60)  # a restart keeps data
+        conn = await asyncpg.connect(settings.pg_dsn)
+        assert await conn.fetchval("select to_regclass('kept') is not null")
+        await conn.close()
+
+        await asyncio.to_thread(devstack.down, settings, names=["postgres"], grace_s=5)
+        shutil.rmtree(settings.data_dir)
+        await devstack.up_async(settings, names=["postgres"], timeout_s=60)  # a new data_dir: empty
+        conn = await asyncpg.connect(settings.pg_dsn)
+        assert not await conn.fetchval("select to_regclass('kept') is not null")
+        await conn.close()
+    finally:
+        await asyncio.to_thread(devstack.down, settings, grace_s=5)
+        home = devstack.Paths.of(settings, "postgres").data
+        shutil.rmtree(private, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
