@@ -53,6 +53,7 @@ import asyncio
 import logging
 import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
@@ -183,19 +184,54 @@ def quote_literal(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+_EXISTS_MARKERS = (
+    "already exist",  # Milvus
+    "File exists",  # Milvus Lite: a concurrent create of the same collection ([Errno 17])
+)
+
+
 def _unless_exists(create: Callable[[], Any]) -> None:
     """Run ``create()``; a MilvusException saying the thing already exists (another
-    process made it first) is not an error."""
+    process made it first) is not an error.  Milvus Lite words a concurrent
+    create of one collection as "[Errno 17] File exists" (its on-disk directory),
+    shown by tests/test_search_hybrid.py::test_first_searches_of_a_new_project_race_safely."""
     try:
         create()
     except MilvusException as exc:
-        if "already exist" not in str(exc):
+        if not any(marker in str(exc) for marker in _EXISTS_MARKERS):
             raise
+
+
+def _chunk_index_params(client: MilvusClient, field: str):
+    index = client.prepare_index_params()
+    if field == "vector":
+        index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
+    else:
+        index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+    return index
+
+
+def _await_collection(client: MilvusClient, name: str, timeout_s: float = 30.0) -> None:
+    """Wait until collection ``name`` is visible.  Milvus Lite answers a concurrent
+    create with "File exists" while the winner is still creating it, and for a
+    moment after that the collection "does not exist" (seen under the race test).
+    Raises TimeoutError after ``timeout_s`` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while not client.has_collection(name):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"Milvus collection {name} did not appear within {timeout_s:.0f} s of its creation")
+        time.sleep(0.05)
 
 
 def create_chunk_collection(client: MilvusClient, name: str) -> None:
     """Create the physical collection ``name`` with the chunk schema (fields, BM25
-    function, FLAT/IP and sparse indexes); "already exists" is not an error."""
+    function), then its FLAT/IP and sparse indexes; every step is idempotent and
+    safe against another process doing the same at once.
+
+    Each step runs separately (not ``create_collection(index_params=...)``): a
+    creator that loses the race for the collection still makes sure the indexes
+    exist before it names the collection in an alias, so nobody loads a
+    collection without indexes ("no index on collection", seen under the race)."""
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
@@ -211,10 +247,11 @@ def create_chunk_collection(client: MilvusClient, name: str) -> None:
     schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
                                  input_field_names=["text"], output_field_names=[SPARSE]))
-    index = client.prepare_index_params()
-    index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
-    index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-    _unless_exists(lambda: client.create_collection(name, schema=schema, index_params=index))
+    _unless_exists(lambda: client.create_collection(name, schema=schema))
+    _await_collection(client, name)
+    for field in ("vector", SPARSE):
+        if not client.list_indexes(name, field_name=field):
+            _unless_exists(lambda: client.create_index(name, _chunk_index_params(client, field)))
 
 
 class VectorStore:
@@ -343,8 +380,7 @@ class VectorStore:
             if not create:
                 raise LookupError(f"Milvus alias {alias} does not exist (ragstream reindex --alias test makes it)")
             physical = f"{alias}_v1"
-            if not client.has_collection(physical):
-                create_chunk_collection(client, physical)
+            create_chunk_collection(client, physical)
             _unless_exists(lambda: client.create_alias(physical, alias))
         client.load_collection(alias, timeout=self.timeout_s)
         fields = client.describe_collection(alias, timeout=self.timeout_s).get("fields", [])
