@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-output
-exec .venv/bin/python -m pytest -ra --timeout=900 "$@"
+exec .venv/bin/python -m pytest -ra --timeout=900 --durations=30 "$@"
