@@ -21,6 +21,7 @@ failed files, seconds, pages/s; then ragstream's per-stage profile
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -33,6 +34,8 @@ from typing import Optional
 from rich.console import Console
 from rich.table import Table
 
+from bench.e2e import Run
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -41,27 +44,6 @@ def default_peer_script() -> Path:
     beside the checkout (as CI lays it out)."""
     env = os.environ.get("RAGSTREAM_PEER_SCRIPT")
     return Path(env) if env else REPO.parent / "shared" / "peers" / "unstructured_ingest.sh"
-
-
-@dataclass
-class Side:
-    """One side's figures: ``seconds`` is the compared wall time."""
-
-    name: str
-    files: int = 0
-    pages: int = 0
-    chunks: int = 0
-    empty: int = 0
-    failed: int = 0
-    seconds: float = 0.0
-
-    @property
-    def pages_per_s(self) -> float:
-        return self.pages / self.seconds if self.seconds else 0.0
-
-    @property
-    def chunks_per_s(self) -> float:
-        return self.chunks / self.seconds if self.seconds else 0.0
 
 
 @dataclass
@@ -88,10 +70,10 @@ class PeerFigures:
     def startup_s(self) -> float:
         return self.steps.get("init", 0.0)
 
-    def side(self, *, exclude_startup: bool) -> Side:
-        """The peer as a :class:`Side`, its seconds with or without start-up."""
+    def side(self, *, exclude_startup: bool) -> Run:
+        """The peer as a :class:`bench.e2e.Run`, its seconds with or without start-up."""
         label = "unstructured-ingest, start-up excluded" if exclude_startup else "unstructured-ingest, launch to exit"
-        return Side(label, files=int(self.number("files")), pages=int(self.number("pages")),
+        return Run(label, documents=int(self.number("files")), pages=int(self.number("pages")),
                     chunks=int(self.number("chunks")), empty=int(self.number("files_empty")),
                     failed=int(self.number("failed_documents")),
                     seconds=self.wall_s - (self.startup_s if exclude_startup else 0.0))
@@ -150,7 +132,7 @@ def run_peer(script: Path, corpus: Path, out: Path, log: Path, timeout_s: float 
     return parse_peer_output(proc.stdout)
 
 
-def comparison_lines(ours: Side, peer: PeerFigures) -> list[str]:
+def comparison_lines(ours: Run, peer: PeerFigures) -> list[str]:
     """The ``key=value`` lines that end the report; the last is
     ``vs_unstructured_ingest`` (ours ÷ peer without start-up, pages/s)."""
     cold, warm = peer.side(exclude_startup=False), peer.side(exclude_startup=True)
@@ -167,12 +149,12 @@ def comparison_lines(ours: Side, peer: PeerFigures) -> list[str]:
     ]
 
 
-def print_report(ours: Side, peer: PeerFigures, console: Console) -> None:
+def print_report(ours: Run, peer: PeerFigures, console: Console) -> None:
     """The side-by-side table, the peer's step times, then :func:`comparison_lines`."""
     table = Table("run", "files", "pages", "chunks", "empty", "failed", "seconds", "pages/s", "chunks/s",
                   title="same files, same machine, same run")
     for s in (ours, peer.side(exclude_startup=True), peer.side(exclude_startup=False)):
-        table.add_row(s.name, str(s.files), str(s.pages), str(s.chunks), str(s.empty), str(s.failed),
+        table.add_row(s.name, str(s.documents), str(s.pages), str(s.chunks), str(s.empty), str(s.failed),
                       f"{s.seconds:.1f}", f"{s.pages_per_s:.2f}", f"{s.chunks_per_s:.2f}")
     console.print(table)
     if peer.steps:
@@ -228,8 +210,7 @@ def bench_peer(corpus: Path, console: Console, *, script: Optional[Path] = None,
         stop_worker(worker)
         if not keep_running:
             devstack.down(settings)
-    ours = Side("ragstream (stack up, warm worker)", files=run.documents, pages=run.pages,
-                chunks=run.chunks, empty=run.empty, failed=run.failed, seconds=run.seconds)
+    ours = dataclasses.replace(run, name="ragstream (stack up, warm worker)")
     print_profile(profile, console)
     console.print(f"load after: {_load()}", highlight=False)
     print_report(ours, peer, console)

@@ -31,7 +31,6 @@ Two sources, no timing code in the agents:
 from __future__ import annotations
 
 import asyncio
-import socket
 import urllib.error
 import urllib.request
 from collections import defaultdict
@@ -43,31 +42,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from devstack.ports import free_port_block
+
 STAGE_ORDER = ("normalize", "convert", "partition", "chunk", "enhance", "embed", "index")
 OFFICE_SUFFIXES = (".doc", ".docx", ".ppt", ".pptx", ".xls", ".xlsx", ".odt", ".odp", ".ods", ".rtf")
 
 
 # ---------------------------------------------------------------------------- metrics
-
-def free_port_block(count: int, start: int = 20000, stop: int = 60000, step: int = 97) -> int:
-    """A base port ``p`` such that ``p .. p+count-1`` are all free on 127.0.0.1 now
-    (bind test; racy by nature, good enough for a benchmark's metrics ports).
-    Raises RuntimeError when none is found."""
-    for base in range(start, stop, step):
-        socks = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports for the worker metrics")
-
 
 def scrape_stage_seconds(base_port: int, stages: Iterable[str],
                          host: str = "127.0.0.1") -> dict[str, tuple[float, float]]:

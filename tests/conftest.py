@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import shutil
-import socket
 import time
 import uuid
 from pathlib import Path
@@ -35,30 +33,12 @@ TEST_ENV = {
 for _k, _v in TEST_ENV.items():
     os.environ.setdefault(_k, _v)
 
+from devstack.ports import free_port_block  # noqa: E402,F401  (after the environment; tests import it from here)
+
 WORKER_METRICS_PORT = int(os.environ.get("RAGSTREAM_TEST_WORKER_METRICS_PORT", "29100"))
 # the shared corpus: beside the checkout (as in CI), or wherever RAGSTREAM_CORPUS says
 CORPUS = Path(os.environ.get("RAGSTREAM_CORPUS", ROOT.parent / "shared" / "corpus"))
 OUTPUT = ROOT / "test-output"
-
-
-def free_port_block(n: int, extra_offsets: tuple[int, ...] = ()) -> int:
-    """First port of ``n`` consecutive free loopback ports in 12000-22000 whose
-    ``base + offset`` ports (``extra_offsets``) are free too."""
-    for _ in range(200):
-        base = random.randrange(12000, 22000 - n)
-        socks = []
-        try:
-            for port in [*range(base, base + n), *(base + o for o in extra_offsets)]:
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError(f"no block of {n} free ports")
 
 
 def run(coro):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.peer import Side, comparison_lines, parse_peer_output, print_report, stage_corpus
+from bench.e2e import Run
+from bench.peer import comparison_lines, parse_peer_output, print_report, stage_corpus
 from bench.profile import DocTimeline, busy_delta, print_profile, stage_intervals, strategy_label, summarize
 
 # the tail of a real run of ../shared/peers/unstructured_ingest.sh (2 cores, np 2), trimmed
@@ -39,7 +40,7 @@ def test_parse_peer_output_reads_figures_and_steps():
     assert figs.steps == {"init": 6.5, "index": 0.31, "partition": 8.1, "chunk": 0.42, "embed": 2.9}
     assert figs.number("peak_rss_mb", -1.0) == -1.0  # "None" is not a number
     cold, warm = figs.side(exclude_startup=False), figs.side(exclude_startup=True)
-    assert (cold.files, cold.pages, cold.chunks, cold.empty, cold.failed) == (25, 34, 51, 5, 0)
+    assert (cold.documents, cold.pages, cold.chunks, cold.empty, cold.failed) == (25, 34, 51, 5, 0)
     assert cold.seconds == pytest.approx(19.2) and warm.seconds == pytest.approx(12.7)
     assert cold.pages_per_s == pytest.approx(34 / 19.2)
 
@@ -52,7 +53,7 @@ def test_parse_peer_output_without_figures_is_an_error():
 def test_comparison_last_line_is_ours_over_peer_without_startup(capsys):
     from rich.console import Console
 
-    ours = Side("ragstream", files=24, pages=33, chunks=76, seconds=10.0)
+    ours = Run("ragstream", documents=24, pages=33, chunks=76, seconds=10.0)
     figs = parse_peer_output(RECORDED)
     lines = comparison_lines(ours, figs)
     assert lines[-1] == f"vs_unstructured_ingest={3.3 / (34 / 12.7):.3f}"
