@@ -27,6 +27,7 @@ from typing import Optional
 import psutil
 from rich.console import Console
 
+from bench.cpu import CpuMeter, CpuShare, service_pids
 from bench.e2e import embed_cache_rows
 from streams.app import STAGES
 
@@ -46,6 +47,7 @@ class DrainRun:
     completed: int = 0
     consumers: list[tuple[float, int]] = field(default_factory=list)
     fell_back_after_s: Optional[float] = None
+    cpu: Optional[CpuShare] = None  # during the drain (start of embed to all COMPLETED)
 
     @property
     def docs_per_s(self) -> float:
@@ -102,9 +104,11 @@ async def _wait_backlog(bootstrap: str, timeout_s: float) -> int:
 
 
 def drain(settings, env: dict[str, str], paths: list[Path], *, autoscale: bool, log_dir: Path,
-          console: Console, idle_wait_s: float = 120.0, timeout_s: float = 900.0) -> DrainRun:
+          console: Console, idle_wait_s: float = 120.0, timeout_s: float = 900.0,
+          other_workers: tuple[int, ...] = ()) -> DrainRun:
     """One drain of ``paths`` (see the module docstring); the stages other than embed
-    must be running (they are, from :func:`bench_autoscale` or the test)."""
+    must be running (they are, from :func:`bench_autoscale` or the test; their
+    worker pids ``other_workers`` get their own line in the CPU shares)."""
     from cli.progress import follow_until_terminal, ingest_and_follow
     from devstack.worker_process import start_worker, stop_worker
 
@@ -121,6 +125,10 @@ def drain(settings, env: dict[str, str], paths: list[Path], *, autoscale: bool, 
     name = "autoscale" if autoscale else "single"
     embed = start_worker(log_dir / f"bench-embed-{name}.log", "embed", env,
                          args=["--autoscale"] if autoscale else [])
+    services = service_pids(settings.data_dir)
+    meter = CpuMeter({**{name: (lambda pid=pid: [pid]) for name, pid in services.items()},
+                      "embed workers": lambda: [embed.pid], "other stages": lambda: list(other_workers)})
+    meter.start()
     t0 = time.monotonic()
     done = {"last": None}
 
@@ -134,8 +142,10 @@ def drain(settings, env: dict[str, str], paths: list[Path], *, autoscale: bool, 
     try:
         while follower.is_alive():
             run.consumers.append((round(time.monotonic() - t0, 1), _embed_consumers(embed)))
+            meter.poll()
             follower.join(1.0)
         run.seconds = time.monotonic() - t0
+        run.cpu = meter.stop()
         last = done["last"] or {}
         run.completed = sum(1 for ev in last.values() if ev.status == "COMPLETED")
         if autoscale:  # consumers fall back once idle (the scale-down cool-down)
@@ -192,11 +202,12 @@ def bench_autoscale(docs: int, console: Console, embed_batch: int = 1, target_s:
             for p in paths:
                 p.write_text(p.read_text() + f"\nrun {'auto' if autoscale else 'single'} {time.time()}\n")
             r = drain(settings, env, paths, autoscale=autoscale, log_dir=log_dir, console=console,
-                      idle_wait_s=cooldown_s + 60)
+                      idle_wait_s=cooldown_s + 60, other_workers=(rest.pid,))
             console.print(f"  {r.completed}/{r.docs} COMPLETED in {r.seconds:.1f} s = {r.docs_per_s:.2f} docs/s"
                           f" ({r.backlog / r.seconds if r.seconds else 0:.1f} chunks/s); "
                           f"consumers: {consumer_timeline(r)}"
                           + (f"; back to 1 {r.fell_back_after_s} s after done" if r.fell_back_after_s else ""))
+            console.print(f"  cpu: {r.cpu.line()}", highlight=False)
             runs.append(r)
     finally:
         stop_worker(rest)
