@@ -152,7 +152,27 @@ def test_html_nesting_of_any_depth_is_flattened(tmp_path):
     path = tmp_path / "deep.html"
     path.write_text(deep)
     assert "DEEPER & deeper" in _text(_partition(path, "html"))
-    assert "DEEPMARKER" in _text(_partition(DATA / "deep-nested-300.html", "html"))
+    # the case file: the heading and the paragraph under 300 <div>s stay two elements
+    # (before: one NarrativeText "Quarterly ReportDEEPMARKER ...", unsearchable by the marker)
+    elements = [(e["type"], e["text"]) for e in _partition(DATA / "deep-nested-300.html", "html")]
+    assert ("Title", "Quarterly Report") in elements, elements
+    assert any(t.startswith("DEEPMARKER revenue") for _, t in elements), elements
+
+
+def test_html_content_nested_past_every_limit_keeps_word_boundaries(tmp_path):
+    """1,000 nested blockquotes (content tags, past MAX_DEPTH + CONTENT_SLACK): their
+    tags go, each dropped block boundary leaves whitespace, inline tags leave none."""
+    from stages.html_depth import CONTENT_SLACK, MAX_DEPTH, flatten
+
+    deep = ("<html><body>" + "".join(f"<blockquote>w{i}" for i in range(1000))
+            + "<p>al<b>pha</b></p><p>omega</p>" + "</blockquote>" * 1000 + "</body></html>")
+    flat, deepest = flatten(deep)
+    assert deepest == 1004  # html, body, 1,000 blockquotes, p, b
+    assert flat.count("<blockquote>") == MAX_DEPTH + CONTENT_SLACK - 2  # html, body kept above
+    path = tmp_path / "quotes.html"
+    path.write_text(deep)
+    words = _text(_partition(path, "html")).split()
+    assert {"w0", "w999", "alpha", "omega"} <= set(words), words[-5:]
 
 
 # -- size limits ------------------------------------------------------------------------
