@@ -54,16 +54,26 @@ def memory_broker(stack, tmp_path_factory):
         devstack.down(settings, names=["broker"])
 
 
-async def _produce_and_read_end_offset(bootstrap: str, producer_kwargs: dict,
-                                       via_fetch: bool = False) -> int:
+async def _produce(bootstrap: str, records: list[tuple[bytes, bytes]], producer_kwargs: dict,
+                   slice_size: int = 0) -> str:
+    """Send ``records`` (key, value) to a new topic and wait until all are stored,
+    ``slice_size`` at a time (0: all at once); returns the topic."""
     topic = await _new_topic(bootstrap)
     prod = AIOKafkaProducer(bootstrap_servers=bootstrap, **producer_kwargs)
     await prod.start()
     try:
-        futures = [await prod.send(topic, key=b"k%d" % i, value=b"v") for i in range(N)]
-        await asyncio.gather(*futures)
+        step = slice_size or len(records) or 1
+        for start in range(0, len(records), step):
+            futures = [await prod.send(topic, key=k, value=v) for k, v in records[start:start + step]]
+            await asyncio.gather(*futures)
     finally:
         await prod.stop()
+    return topic
+
+
+async def _produce_and_read_end_offset(bootstrap: str, producer_kwargs: dict,
+                                       via_fetch: bool = False) -> int:
+    topic = await _produce(bootstrap, [(b"k%d" % i, b"v") for i in range(N)], producer_kwargs)
     tp = TopicPartition(topic, 0)
     if via_fetch:
         return (await broker_quirks.end_offsets(bootstrap, [tp]))[tp]
@@ -95,15 +105,8 @@ def test_batched_records_are_read_exactly_on_s3_storage(stack):
     n = 2000
 
     async def _go():
-        topic = await _new_topic(stack.kafka_bootstrap)
-        prod = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap,
-                                **{**broker_quirks.producer_kwargs(stack), "linger_ms": 50})
-        await prod.start()
-        try:
-            futures = [await prod.send(topic, key=b"k", value=b"v%d" % i) for i in range(n)]
-            await asyncio.gather(*futures)
-        finally:
-            await prod.stop()
+        topic = await _produce(stack.kafka_bootstrap, [(b"k", b"v%d" % i) for i in range(n)],
+                               {**broker_quirks.producer_kwargs(stack), "linger_ms": 50})
         tp = TopicPartition(topic, 0)
         end = (await broker_quirks.end_offsets(stack.kafka_bootstrap, [tp]))[tp]
         mid = (await broker_quirks.partition_heads(stack.kafka_bootstrap, {tp: 1234}))[tp]
@@ -157,17 +160,8 @@ def test_partition_heads_at_a_deep_offset_on_s3_storage(stack):
     deep = 4000
 
     async def _go():
-        topic = await _new_topic(stack.kafka_bootstrap)
-        prod = AIOKafkaProducer(bootstrap_servers=stack.kafka_bootstrap,
-                                **broker_quirks.producer_kwargs())
-        await prod.start()
-        try:
-            for start in range(0, deep + 10, 500):
-                futures = [await prod.send(topic, key=b"k", value=b"v%d" % i)
-                           for i in range(start, min(start + 500, deep + 10))]
-                await asyncio.gather(*futures)
-        finally:
-            await prod.stop()
+        topic = await _produce(stack.kafka_bootstrap, [(b"k", b"v%d" % i) for i in range(deep + 10)],
+                               broker_quirks.producer_kwargs(), slice_size=500)
         tp = TopicPartition(topic, 0)
         return tp, await broker_quirks.partition_heads(stack.kafka_bootstrap, {tp: deep})
     tp, heads = run(_go())
