@@ -4,7 +4,7 @@ The alias ``chunks_{project}`` points at the physical collection
 ``chunks_{project}_v{n}`` so a reindex can build ``v{n+1}`` and swap the alias.
 Primary key: the chunk id ``{document_id}:{version}:{index}`` — upserts are
 idempotent.  Index: FLAT with inner product (vectors are L2-normalised, so IP is
-cosine); FLAT keeps full top-k under selective filters (DESIGN.md).
+cosine); FLAT keeps full top-k under selective filters (../shared/../shared/DESIGN.md).
 
 Full-text search: ``text`` is analyzed (``ANALYZER``: the "standard" tokenizer +
 lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index
@@ -12,7 +12,7 @@ SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60,
 :func:`rrf_fuse`: ties broken by the two scores).
 
-Size: ~450 lines — one client class whose every call shares the reconnect wrapper
+Size: ~520 lines — one client class whose every call shares the reconnect wrapper
 (``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
 reads from writes would export those private helpers across modules.
 Measured on Milvus Lite 3.2 (pymilvus 3.0.2): its analyzers are only "standard"
@@ -25,7 +25,7 @@ not match).  Collections made before the sparse field existed still answer:
 hybrid search falls back to dense only and says why.
 
 The synchronous MilvusClient is used (AsyncMilvusClient's create_collection with
-index params raises UNIMPLEMENTED on Milvus Lite, DESIGN.md); every call runs in a
+index params raises UNIMPLEMENTED on Milvus Lite, ../shared/DESIGN.md); every call runs in a
 thread so it never blocks the event loop.
 
 Surviving Milvus restarts and dropped connections:

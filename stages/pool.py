@@ -1,7 +1,7 @@
 """The blocking-work pool: parsing and chunking run here, off the event loop.
 
 Processes are started with ``spawn`` (a peer pipeline hung forever forking a pool
-after torch/OpenMP threads were loaded, DESIGN.md); each worker limits its own
+after torch/OpenMP threads were loaded, ../shared/DESIGN.md); each worker limits its own
 thread counts and loads its libraries on first use.
 
 Per-task isolation (issue 8, item 4).  The pool is a ``pebble.ProcessPool``:

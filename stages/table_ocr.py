@@ -1,7 +1,7 @@
 """Ruled-table recovery on page images (scans): grid from ruling lines, cells by OCR.
 
 unstructured's ``ocr_only`` turns a scanned table into loose lines of text (and lost
-rows, DESIGN.md).  This module recovers the table structure from the image itself:
+rows, ../shared/DESIGN.md).  This module recovers the table structure from the image itself:
 
 1. binarise the grayscale page (adaptive mean threshold, so tinted header cells
    keep their dark rules and text);

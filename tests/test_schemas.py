@@ -48,3 +48,16 @@ def test_app_ids_give_each_stage_its_consumer_group():
         assert app_id(stage) == f"ragstream-{stage}"
     with pytest.raises(UnknownStage):
         app_id("nope")
+
+
+def test_each_agent_consumes_the_topic_the_catalogue_names(tmp_path):
+    """``topics.STAGE_TOPICS`` is the map the README points readers to; each stage's
+    agent must read the topic it names (building the apps starts nothing)."""
+    from streams.app import create_app
+    from streams.settings import Settings
+
+    settings = Settings(data_dir=tmp_path)
+    for stage in STAGES:
+        app = create_app(stage, settings)
+        sources = {t for agent in app.agents.values() for t in agent.channel.topics}
+        assert sources == {STAGE_TOPICS[stage][0].name}, stage

@@ -1,11 +1,12 @@
-"""The topic catalogue: every topic's name, partitions, retention and compaction.
+"""The topic catalogue: every topic's name, partitions, retention and compaction, and
+which stage consumes and produces each (``STAGE_TOPICS``).
 
 Nothing else in ragstream spells a topic name.  Read top to bottom, the catalogue is
 the pipeline::
 
     uploads ─normalize→ partition-tasks ─partition→ elements ─chunk→ chunks
       ─enhance→ enhanced-chunks ─embed→ embeddings ─index→ (Milvus)
-    every stage ─→ status (compacted changelog) ─→ PostgreSQL projection, dashboards
+    every stage ─→ status (compacted changelog) ─→ projection (PostgreSQL, dashboards), notify (callbacks)
     permanent failures ─→ dead-letters
 
 All topics are keyed by document id, so one document's events stay in order on one
