@@ -17,8 +17,9 @@ from streams.settings import Settings
 
 def register(app: faust.App, stage: str, settings: Settings) -> StageContext:
     """Declare ``stage``'s agent (and its timers) on ``app``; returns the context."""
-    ctx = StageContext.for_app(app, settings)
     module = importlib.import_module(f"agents.{stage}")
+    sizing = getattr(module, "pool_workers", None)  # a stage that parses more at once
+    ctx = StageContext.for_app(app, settings, pool_workers=sizing(settings) if sizing else None)
     declare(app, ctx, module.stage(ctx))
     if hasattr(module, "extras"):
         module.extras(app, ctx)

@@ -23,8 +23,11 @@ class StageContext:
     _partitions: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def for_app(cls, app: faust.App, settings: Settings) -> "StageContext":
-        ctx = cls(app, settings, bind_topics(app), Resources(settings))
+    def for_app(cls, app: faust.App, settings: Settings,
+                pool_workers: Optional[int] = None) -> "StageContext":
+        """The context of ``app``'s stage; ``pool_workers``: processes of its
+        blocking-work pool (None: the ``stage_workers`` setting)."""
+        ctx = cls(app, settings, bind_topics(app), Resources(settings, pool_workers))
 
         @app.on_before_shutdown.connect  # close clients and the process pool
         async def _close(sender, **kwargs) -> None:  # noqa: ARG001

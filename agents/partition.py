@@ -95,6 +95,15 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
         worker=WORKER))
 
 
+def pool_workers(settings) -> int:
+    """Parse processes of a partition worker: one per task it works on at once
+    (``partition_concurrency``), at least ``stage_workers``."""
+    return max(settings.stage_workers, settings.partition_concurrency)
+
+
 def stage(ctx: StageContext) -> Stage:
-    """partition: one task at a time (the parse runs in the process pool)."""
-    return Stage(STAGE, PARTITION_TASKS, partition_one, step=lambda t: f"{STAGE}:{t.part}")
+    """partition: ``partition_concurrency`` tasks at a time, each parsed in its own
+    pool process, so one worker uses that many cores and a small document does not
+    wait behind a long OCR parse."""
+    return Stage(STAGE, PARTITION_TASKS, partition_one, step=lambda t: f"{STAGE}:{t.part}",
+                 concurrency=ctx.settings.partition_concurrency)

@@ -61,7 +61,9 @@ class Stage:
     the ledger step a record's work completes (``step(record) -> name``): work whose
     step is done is skipped, and the step is marked after the work succeeds, so a
     redelivered event (a worker killed before its offset was committed) is not
-    worked on twice.
+    worked on twice.  ``concurrency``: events worked on at once by one process (Faust
+    agent concurrency: the actors share one queue, and an offset is committed only
+    once every event before it is done); single-event stages only.
     """
 
     name: str
@@ -73,7 +75,12 @@ class Stage:
     deadline: Optional[float] = None
     unguarded: Optional[Callable[[Any], bool]] = None
     step: Optional[Callable[[Any], str]] = None
+    concurrency: int = 1
 
+    def __post_init__(self) -> None:
+        if self.concurrency < 1 or (self.batch and self.concurrency != 1):
+            raise ValueError(f"{self.name}: concurrency must be 1 for a batched stage, "
+                             f"at least 1 otherwise (got {self.concurrency})")
 
     def unguarded_record(self, record: Any) -> bool:
         """True when the guard (and the step check) is not asked for ``record``."""
@@ -94,7 +101,7 @@ def declare(app: faust.App, ctx: StageContext, stage: Stage) -> None:
                 items = [(e.key, e.value) for e in events]
                 await runner.contained(runner.handle_batch(items), items)
     else:
-        @app.agent(raw, name=stage.name)
+        @app.agent(raw, name=stage.name, concurrency=stage.concurrency)
         async def single(stream: faust.StreamT) -> None:
             async for event in stream.events():
                 item = (event.key, event.value)

@@ -20,9 +20,9 @@ from streams.settings import Settings
 class Resources:
     """Lazily opened clients; ``await close()`` on worker shutdown."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, pool_workers: Optional[int] = None):
         self.settings = settings
-        self.pool = BlockingPool(settings.stage_workers)
+        self.pool = BlockingPool(pool_workers or settings.stage_workers)
         self.vectors = VectorStore(settings.milvus_uri)
         self._store: Optional[ObjectStore] = None
         self._metadata: Optional[Metadata] = None

@@ -121,6 +121,11 @@ class Settings(BaseSettings):
     # worker runs several stages.  Each task's deadline counts from its start, and
     # a timeout or crash fails that task only, so a larger pool only adds throughput.
     stage_workers: int = 1
+    # partition tasks one partition worker parses at once, each in its own pool
+    # process (agents/partition.py): 2 uses both cores of the 2-core machines this was
+    # measured on, and lets a small document pass a long OCR parse.  Each parse
+    # process can peak at 3.4 GiB (OCR, measured), so size it to memory too.
+    partition_concurrency: int = 2
     convert_timeout_s: float = 120.0
     # per-document limits (stages/limits.py reads the same RAGSTREAM_* variables; a
     # document over one FAILS with a reason naming it): pixels of one image or
