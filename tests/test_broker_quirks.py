@@ -1,4 +1,4 @@
-"""The embedded broker's quirks (../shared/../shared/DESIGN.md), each shown by a focused test, and the
+"""The embedded broker's quirks (../shared/DESIGN.md), each shown by a focused test, and the
 workaround in streams/broker_quirks.py shown to fix it.
 
 Tests marked ``xfail(strict=True)`` assert correct broker behaviour *without* the

@@ -1,7 +1,7 @@
 """Create the catalogue's topics on the broker, from any process, in any start order.
 
 The embedded broker (Tansu) does not auto-create topics usably and cannot add
-partitions later (../shared/../shared/DESIGN.md), so every topic is created up front with its final
+partitions later (../shared/DESIGN.md), so every topic is created up front with its final
 partition count; existing topics are left as they are.  Every process that
 produces or consumes (worker, API, CLI ingest, demo, benches) calls
 :func:`ensure_topics` at start: it waits for the broker with backoff (a broker still
