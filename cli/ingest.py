@@ -2,7 +2,7 @@
 progress live; show the status projection or tail the status changelog.
 
     ragstream ingest PATH... [-p PROJECT] [-c CATEGORY] [--force] [--no-wait]
-    ragstream status [DOCUMENT] [--follow] [-p PROJECT]
+    ragstream status [DOCUMENT] [--follow] [-p PROJECT] [--json]
 
 The bodies are in :mod:`cli.progress`, imported when a command runs.
 """
@@ -37,8 +37,11 @@ def register(app: typer.Typer, console: Console) -> None:
     @app.command()
     def status(document: Optional[str] = typer.Argument(None),
                follow: bool = typer.Option(False, "--follow", "-f", help="tail the status topic live"),
-               project: Optional[str] = typer.Option(None, "--project", "-p")) -> None:
+               project: Optional[str] = typer.Option(None, "--project", "-p"),
+               as_json: bool = typer.Option(False, "--json",
+                                            help="one JSON object per document (a line each with --follow)")) -> None:
         """Show documents' status (PostgreSQL projection) or tail the changelog live."""
         from cli.progress import show_status
 
-        asyncio.run(show_status(document, follow=follow, project=project, console=console))
+        asyncio.run(show_status(document, follow=follow, project=project, console=console,
+                                as_json=as_json))

@@ -8,11 +8,13 @@ Imported only when a command runs (it pulls in the S3, PostgreSQL and Milvus cli
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+import orjson
 from rich.console import Console
 
 from adapters.metadata import Metadata
@@ -146,15 +148,27 @@ async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
     return 0
 
 
+def _json_line(obj: dict[str, Any]) -> None:
+    """One JSON object on its own stdout line (timestamps ISO 8601, anything else
+    orjson cannot write as its ``str``)."""
+    sys.stdout.write(orjson.dumps(obj, default=str).decode() + "\n")
+    sys.stdout.flush()
+
+
 async def show_status(document: Optional[str], *, follow: bool, project: Optional[str],
-                      console: Console) -> None:
-    """Print the projection (one document or a project's), or tail the changelog."""
+                      console: Console, as_json: bool = False) -> None:
+    """Print the projection (one document or a project's), or tail the changelog;
+    ``as_json``: one JSON object per document row (or per status event with
+    ``follow``) on its own line, for scripts (a table is cut to the terminal width)."""
     settings = get_settings()
     if follow:
         async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
             if (document and ev.document_id != document) or (project and ev.project != project):
                 continue
-            console.print(transition_line(ev), highlight=False, soft_wrap=True)
+            if as_json:
+                _json_line(ev.asdict())
+            else:
+                console.print(transition_line(ev), highlight=False, soft_wrap=True)
         return
     await upgrade_head(settings.pg_dsn)
     async with Metadata(settings.pg_dsn) as metadata:
@@ -163,4 +177,8 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
             rows = [row] if row else []
         else:
             rows = await metadata.list_documents(project=project, limit=200)
+    if as_json:
+        for row in rows:
+            _json_line(dict(row))
+        return
     console.print(documents_table(rows))

@@ -3,6 +3,10 @@ PostgreSQL, Milvus Lite and an all-stages Faust worker."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import orjson
 import pytest
@@ -80,6 +84,16 @@ def test_status_projection_reaches_postgres(stack, worker, samples, project):
             return row
     row = run(_row())
     assert row["status"] == "COMPLETED" and row["chunks_total"] > 0 and row["error"] is None
+
+    # `ragstream status --json`: the same row, one JSON object per line, not cut to a width
+    proc = subprocess.run([str(Path(sys.executable).with_name("ragstream")), "status", "--json",
+                           "-p", project], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, COLUMNS="40"))
+    assert proc.returncode == 0, proc.stderr
+    shown = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    mine = [r for r in shown if r["document_id"] == doc]
+    assert len(mine) == 1 and mine[0]["status"] == "COMPLETED", proc.stdout
+    assert mine[0]["filename"] == row["filename"] and mine[0]["chunks_total"] == row["chunks_total"]
 
 
 def test_reingest_same_and_changed_file(stack, worker, tmp_path, project):
