@@ -3,7 +3,12 @@
 Process-pool workers run tasks on their main thread, where ``signal.setitimer``
 works and interrupts pure-Python parsers (pdfminer) cleanly.  The alarm raises
 ``DeadlineExceeded``, a BaseException, so parser code's ``except Exception`` cannot
-swallow it; the context manager turns it into ``ConversionTimeout``.  Off the main
+swallow it; the context manager turns it into ``ConversionTimeout``.  An alarm can
+still be lost — raised inside a ``__del__`` or a GC callback, where Python prints and
+drops exceptions, or caught by a bare ``except`` — so once the deadline has passed
+the alarm repeats every ``REFIRE_S`` seconds, and a block that ends normally after
+an alarm fired still raises ``ConversionTimeout`` (seen: a 30-page parse with a
+0.2 s budget returned normally in a loaded CI run).  Off the main
 thread (or without SIGALRM) the budget is not enforced here; the caller's own
 timeout applies.
 """
@@ -17,6 +22,10 @@ from typing import Iterator
 from stages.errors import ConversionTimeout
 
 
+#: seconds between repeated alarms once the deadline has passed
+REFIRE_S = 0.1
+
+
 class DeadlineExceeded(BaseException):
     """Raised by the alarm inside the block; never escapes ``deadline``."""
 
@@ -26,7 +35,8 @@ def deadline(seconds: float | None, reason: str) -> Iterator[None]:
     """Raise ``ConversionTimeout(reason)`` if the block runs longer than ``seconds``.
 
     Nested use keeps the outer timer only (the inner block runs unbounded by itself).
-    Code inside the block must let ``DeadlineExceeded`` propagate.
+    Code inside the block that swallows ``DeadlineExceeded`` delays the timeout by at
+    most ``REFIRE_S`` per swallow; a block that still ends normally raises after it.
     """
     usable = (seconds and seconds > 0 and hasattr(signal, "setitimer")
               and threading.current_thread() is threading.main_thread()
@@ -35,15 +45,26 @@ def deadline(seconds: float | None, reason: str) -> Iterator[None]:
         yield
         return
 
+    fired = False
+
     def _expired(signum, frame):
+        nonlocal fired
+        fired = True
         raise DeadlineExceeded(reason)
 
     previous = signal.signal(signal.SIGALRM, _expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # after the deadline the alarm fires again every REFIRE_S: one raised where Python
+    # drops exceptions (a __del__, a GC callback) or caught by a bare ``except`` is
+    # raised again at the next point that lets it through
+    signal.setitimer(signal.ITIMER_REAL, seconds, REFIRE_S)
     try:
-        yield
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
     except DeadlineExceeded:
         raise ConversionTimeout(reason) from None
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    if fired:  # every alarm was swallowed and the work then finished: still over budget
+        raise ConversionTimeout(reason)
