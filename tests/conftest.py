@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TEST_ENV = {
     "RAGSTREAM_DATA_DIR": str(ROOT / ".ragstream-test"),
     "RAGSTREAM_KAFKA_BOOTSTRAP": "127.0.0.1:29092",
-    "RAGSTREAM_S3_ENDPOINT": "http://127.0.0.1:38333",  # + 8 ports and +10008: clear of the dev stack
+    # + 8 ports and +10008 (31341): clear of the dev stack, and every fixed port here is
+    # below Linux's ephemeral range (32768+), where an outgoing connection can hold it
+    "RAGSTREAM_S3_ENDPOINT": "http://127.0.0.1:21333",
     "RAGSTREAM_PG_PORT": "25432",
     "RAGSTREAM_PG_DSN": "postgresql://ragstream@127.0.0.1:25432/ragstream",
     "RAGSTREAM_MILVUS_URI": "http://127.0.0.1:29530",

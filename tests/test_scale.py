@@ -13,8 +13,16 @@ import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-# S3 uses its port .. port+8 and port+10008 (SeaweedFS): keep those clear of other stacks
-PORTS = {"kafka": 59092, "s3": 33333, "pg": 55432, "milvus": 59530}
+
+def _ports() -> dict[str, int]:
+    """Free ports for the private stack, below Linux's ephemeral range (32768+), where
+    a fixed port could be held by any outgoing connection's local end (seen: Milvus
+    "Failed to bind to address 127.0.0.1:59530").  S3 uses its port .. port+8 and
+    port+10008 (SeaweedFS)."""
+    from tests.conftest import free_port_block
+
+    base = free_port_block(12, extra_offsets=(3 + 10008,))
+    return {"kafka": base, "pg": base + 1, "milvus": base + 2, "s3": base + 3}
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +31,7 @@ def private_stack():
     from streams.settings import Settings
     from topics.admin import ensure_topics
 
+    PORTS = _ports()
     data = Path(tempfile.mkdtemp(prefix="ragstream-scale-stack-"))
     data.chmod(0o755)  # PostgreSQL runs as its own user and must reach its data dir
     env = {
