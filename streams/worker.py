@@ -69,8 +69,28 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
               file=sys.stderr, flush=True)
 
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    if not worker.stdout.isatty():
+        # faust's start-up spinner (at loglevel warning and above) writes its cursor
+        # hide/show codes and backspaces even to a file: a redirected log kept them
+        # (tests/test_worker_log.py)
+        worker.spinner = None
     install_shutdown_watchdog(settings.shutdown_grace_s)  # bounded stop in any state
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    else:
+        code = 0
+    # Faust has stopped, flushed its producer and closed its loop, and the stage's
+    # clients and pool are closed (on_before_shutdown): leave without interpreter
+    # finalization.  A stage child was seen alive 15 s after SIGTERM although its
+    # Faust stop had ended in 3 s; the watchdog's daemon thread no longer runs in the
+    # late phase of finalization (objects of grpc, aiokafka, pebble torn down), so
+    # nothing bounded it but the supervisor's SIGKILL.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def stage_metrics_port(base: int, stage: str, replica: int = 0) -> int:
@@ -186,6 +206,7 @@ def supervise(stages: Sequence[str], loglevel: str = "info", autoscale: bool = F
             if proc.poll() is not None:
                 retiring.remove((proc, kill_at))
             elif now > kill_at:
+                _say(f"child {proc.pid} (stage {proc.args[-3]}) still running {grace_s:.0f} s after SIGTERM; SIGKILL")
                 proc.kill()
     if poller is not None:
         poller.stop()
@@ -197,6 +218,8 @@ def supervise(stages: Sequence[str], loglevel: str = "info", autoscale: bool = F
         try:
             proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            _say(f"child {proc.pid} (stage {proc.args[-3]}) still running "
+                 f"{grace_s:.0f} s after SIGTERM; SIGKILL")
             proc.kill()
             proc.wait(5)
     return 0
