@@ -49,8 +49,10 @@ def test_small_document_passes_a_long_ocr_parse(stack, worker, tmp_path, project
     assert outcome.last[small_doc].status == "COMPLETED"
 
     deadline = time.monotonic() + 600
-    while not {"COMPLETED", "FAILED"} & {e.status for e in
-                                         (scan_events := run(_events(stack.kafka_bootstrap, scan_doc)))}:
+    while True:
+        scan_events = run(_events(stack.kafka_bootstrap, scan_doc))
+        if {"COMPLETED", "FAILED"} & {e.status for e in scan_events}:
+            break
         assert time.monotonic() < deadline, "the scan never finished"
         time.sleep(1)
     small_done = max(e.at for e in run(_events(stack.kafka_bootstrap, small_doc))
