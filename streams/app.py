@@ -62,6 +62,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
         consumer_auto_offset_reset="earliest",
         **broker_quirks.faust_settings(settings),
     )
+    broker_quirks.tolerate_commit_outages(app)  # quirk 8: a commit during an S3 outage
     from agents import register  # imported late: agents import this module's names
 
     register(app, stage, settings)

@@ -45,6 +45,20 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    at the measured rate): on S3 storage the embedded broker is for development
    scale; production runs on Apache Kafka (deploy/).
 
+7. (README) A consumer group left in state "Unknown" after autoscaling churn: seen
+   once, not reproduced; no workaround here.
+8. With S3 storage, an OffsetCommit while the object store is away (restarting)
+   fails with error -1 ``UnknownError``, and faust-streaming's consumer thread
+   crashes the whole worker on any commit error but a rebalance
+   (``AIOKafkaConsumerThread._commit``): in the restart-s3 drill the notify worker
+   died and its callbacks stopped.  Workaround: :func:`toleratecommit_outages`
+   makes every stage app's aiokafka consumer retry a commit that failed with
+   ``UnknownError`` or a retriable Kafka error, with backoff, for up to
+   ``COMMIT_RETRY_S``; work goes on meanwhile, and an outage longer than that still
+   crashes the worker (its supervisor or orchestrator restarts it; nothing is lost,
+   the uncommitted events are redelivered).  Shown by
+   ``tests/test_broker_quirks.py::test_offset_commit_fails_while_s3_storage_is_down``.
+
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
 
@@ -149,6 +163,62 @@ def faust_settings(settings: Optional[Settings] = None) -> dict[str, Any]:
     if single_record_batches(settings):
         faust["producer_max_batch_size"] = 1  # bytes: one record per batch
     return faust
+
+
+COMMIT_RETRY_S = 120.0  # quirk 8: how long a failed offset commit is retried
+
+
+def commit_outage(exc: BaseException) -> bool:
+    """True for a commit error that an object-store outage causes (quirk 8)."""
+    from aiokafka.errors import KafkaError, UnknownError
+
+    return isinstance(exc, UnknownError) or (isinstance(exc, KafkaError) and exc.retriable)
+
+
+def retrying_commit(commit):
+    """``commit`` (an aiokafka consumer's bound ``commit``) retried under tenacity
+    while it fails with :func:`commit_outage` errors, up to ``COMMIT_RETRY_S``."""
+    import logging
+
+    from tenacity import (AsyncRetrying, retry_if_exception, stop_after_delay,
+                          wait_exponential)
+
+    log = logging.getLogger(__name__)
+
+    def _say(state) -> None:
+        log.warning("offset commit failed (%r); retrying in %.1f s (broker quirk 8)",
+                    state.outcome.exception(), state.upcoming_sleep)
+
+    async def retrying(*args: Any, **kwargs: Any) -> Any:
+        async for attempt in AsyncRetrying(
+                retry=retry_if_exception(commit_outage), wait=wait_exponential(0.5, max=5.0),
+                stop=stop_after_delay(COMMIT_RETRY_S), reraise=True, before_sleep=_say):
+            with attempt:
+                return await commit(*args, **kwargs)
+
+    return retrying
+
+
+def toleratecommit_outages(app: Any) -> None:
+    """Quirk 8 workaround on a Faust ``app`` (before its consumer is created): its
+    consumer thread's aiokafka consumer retries failed commits (:func:`retrying_commit`)
+    instead of letting faust crash the worker on the first one.  Uses faust's
+    ``Transport.Consumer`` class attribute, the aiokafka driver's consumer class."""
+    if not quirks_enabled():
+        return
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer
+
+    class CommitRetryingThread(AIOKafkaConsumerThread):
+        def _create_consumer(self, loop):  # noqa: ANN001 — faust's signature
+            consumer = super()._create_consumer(loop=loop)
+            consumer.commit = retrying_commit(consumer.commit)
+            return consumer
+
+    class CommitRetryingConsumer(Consumer):
+        def _new_consumer_thread(self) -> AIOKafkaConsumerThread:
+            return CommitRetryingThread(self, loop=self.loop, beacon=self.beacon)
+
+    app.transport.Consumer = CommitRetryingConsumer
 
 
 def producer_kwargs(settings: Optional[Settings] = None) -> dict[str, Any]:

@@ -216,3 +216,64 @@ def test_worker_restart_restores_table_exactly(memory_broker, tmp_path):
 @pytest.mark.xfail(strict=True, reason="without single-record batches Faust recovery stops early")
 def test_worker_restart_restores_table_without_workaround(memory_broker, tmp_path):
     _restart_restores_table(memory_broker, tmp_path, quirks=False)
+
+
+@pytest.fixture()
+def s3_broker(stack, tmp_path):
+    """A private Tansu on its own SeaweedFS (S3 storage, the default), so that
+    stopping the object store touches nothing else of the session."""
+    import devstack
+    from tests.conftest import free_port_block
+
+    s3_port = free_port_block(9, extra_offsets=(8 + 10000,))
+    settings = stack.model_copy(update={
+        "data_dir": tmp_path / "s3-broker", "kafka_bootstrap": f"127.0.0.1:{free_port_block(1)}",
+        "s3_endpoint": f"http://127.0.0.1:{s3_port}", "broker_storage": "s3://ragstream-broker/"})
+    devstack.up(settings, names=["broker"], timeout_s=120)  # brings its S3 up first
+    try:
+        yield settings
+    finally:
+        devstack.down(settings, names=["broker", "s3"])
+
+
+def test_offset_commit_fails_while_s3_storage_is_down(s3_broker):
+    """Quirk 8: an OffsetCommit while the broker's object store is away fails with
+    UnknownError (faust would crash the worker on it); the workaround's retrying
+    commit succeeds once the store is back."""
+    import devstack
+    from aiokafka.errors import KafkaError
+
+    settings = s3_broker
+
+    async def scenario() -> tuple[BaseException, int]:
+        topic = await _produce(settings.kafka_bootstrap, [(b"k", b"v")],
+                               broker_quirks.producer_kwargs(settings))
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap,
+                                    group_id=f"quirk8-{uuid.uuid4().hex[:6]}",
+                                    enable_auto_commit=False, auto_offset_reset="earliest",
+                                    session_timeout_ms=30_000, heartbeat_interval_ms=3_000)
+        await consumer.start()
+        try:
+            await asyncio.wait_for(consumer.getone(), 60)
+            await asyncio.to_thread(devstack.down, settings, names=["s3"])
+            try:
+                with pytest.raises(KafkaError) as failed:
+                    await asyncio.wait_for(consumer.commit(), 60)
+
+                async def back_in_3_s() -> None:
+                    await asyncio.sleep(3)
+                    await asyncio.to_thread(devstack.up, settings, names=["s3"], timeout_s=120)
+
+                restart = asyncio.create_task(back_in_3_s())
+                await asyncio.wait_for(broker_quirks.retrying_commit(consumer.commit)(), 150)
+                await restart
+            finally:
+                await asyncio.to_thread(devstack.up, settings, names=["s3"], timeout_s=120)
+            return failed.value, await consumer.committed(TopicPartition(topic, 0))
+        finally:
+            await consumer.stop()
+
+    error, committed = run(scenario())
+    print(f"commit while S3 was down: {error!r}")
+    assert broker_quirks.commit_outage(error), repr(error)
+    assert committed == 1
