@@ -197,7 +197,9 @@ class Replay:
                 self.records += len(messages)
                 await self._write([m.value for m in messages])
                 if messages:
-                    await self.consumer.commit({tp: messages[-1].offset + 1})
+                    # retried through an object-store outage (broker quirk 8)
+                    await broker_quirks.retrying_commit(self.consumer.commit)(
+                        {tp: messages[-1].offset + 1})
                 if beyond:  # fetched past the end: the next pass must read those again
                     self.consumer.seek(tp, ends[tp])
             for tp in list(pending):
