@@ -51,7 +51,7 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    fails with error -1 ``UnknownError``, and faust-streaming's consumer thread
    crashes the whole worker on any commit error but a rebalance
    (``AIOKafkaConsumerThread._commit``): in the restart-s3 drill the notify worker
-   died and its callbacks stopped.  Workaround: :func:`toleratecommit_outages`
+   died and its callbacks stopped.  Workaround: :func:`tolerate_commit_outages`
    makes every stage app's aiokafka consumer retry a commit that failed with
    ``UnknownError`` or a retriable Kafka error, with backoff, for up to
    ``COMMIT_RETRY_S``; work goes on meanwhile, and an outage longer than that still
@@ -199,7 +199,7 @@ def retrying_commit(commit):
     return retrying
 
 
-def toleratecommit_outages(app: Any) -> None:
+def tolerate_commit_outages(app: Any) -> None:
     """Quirk 8 workaround on a Faust ``app`` (before its consumer is created): its
     consumer thread's aiokafka consumer retries failed commits (:func:`retrying_commit`)
     instead of letting faust crash the worker on the first one.  Uses faust's
