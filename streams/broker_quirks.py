@@ -57,7 +57,9 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    ``COMMIT_RETRY_S``; work goes on meanwhile, and an outage longer than that still
    crashes the worker (its supervisor or orchestrator restarts it; nothing is lost,
    the uncommitted events are redelivered).  Shown by
-   ``tests/test_broker_quirks.py::test_offset_commit_fails_while_s3_storage_is_down``.
+   ``tests/test_broker_quirks.py::test_offset_commit_fails_while_s3_storage_is_down``
+   (on a private broker the connection closed and the commit got no answer until
+   the store was back; UnknownError itself was seen in CI's drill log only).
 
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
