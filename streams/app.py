@@ -63,6 +63,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
         **broker_quirks.faust_settings(settings),
     )
     broker_quirks.tolerate_commit_outages(app)  # quirk 8: a commit during an S3 outage
+    broker_quirks.keep_membership_on_close()  # quirk 9: no LeaveGroup (it can strand the group)
     from agents import register  # imported late: agents import this module's names
 
     register(app, stage, settings)

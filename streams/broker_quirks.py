@@ -60,6 +60,21 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    ``tests/test_broker_quirks.py::test_offset_commit_fails_while_s3_storage_is_down``
    (on a private broker the connection closed and the commit got no answer until
    the store was back; UnknownError itself was seen in CI's drill log only).
+9. A LeaveGroup from the member the broker has chosen as leader of a group that is
+   re-forming (a rebalance under way) removes the member but not the leader mark
+   (Tansu 0.6.0, ``tansu-broker/src/coordinator/group/administrator.rs``:
+   ``Inner<O, Forming>::leave`` keeps ``state.leader``; the Formed state's ``leave``
+   and the missed-heartbeat path do clear it).  Every later member is told the
+   departed member leads, waits for an assignment that never comes, and the group
+   stays in DescribeGroups state "Unknown" for good, even across broker restarts
+   (the group's state is stored).  This was quirk 7: a graceful stop during a
+   rebalance (autoscale scale-down; a worker stopped right after another joined)
+   left ``ragstream-embed`` or ``ragstream-projection`` unusable, and in CI every
+   drill after ``tests/test_worker_log.py`` waited 240 s for its projection worker.
+   Workaround: :func:`keep_membership_on_close`: no LeaveGroup at all on the
+   embedded broker; a stopped member is dropped by its missed heartbeats, which
+   clear the leader mark.  Shown by
+   ``tests/test_broker_quirks.py::test_leader_leaving_a_forming_group_strands_it``.
 
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
@@ -221,6 +236,33 @@ def tolerate_commit_outages(app: Any) -> None:
             return CommitRetryingThread(self, loop=self.loop, beacon=self.beacon)
 
     app.transport.Consumer = CommitRetryingConsumer
+
+
+def keep_membership_on_close() -> None:
+    """Quirk 9 workaround, process-wide (idempotent): an aiokafka group consumer that
+    closes does not send LeaveGroup; the broker drops it after the session timeout
+    (SESSION_TIMEOUT_S), as it drops a killed member, which Tansu handles correctly.
+
+    Patches ``aiokafka.consumer.group_coordinator.GroupCoordinator._maybe_leave_group``
+    (aiokafka 0.14: the one place a LeaveGroup is sent, on close and when a poll
+    interval is exceeded) to reset the local generation only.  The cost: the rest of
+    the group takes over a stopped member's partitions up to SESSION_TIMEOUT_S later.
+    Checks :func:`quirks_enabled` at each call, so ``RAGSTREAM_BROKER_QUIRKS=false``
+    (Apache Kafka) leaves groups normally."""
+    from aiokafka.consumer import group_coordinator
+
+    cls = group_coordinator.GroupCoordinator
+    if getattr(cls._maybe_leave_group, "_ragstream_quirk9", False):
+        return
+    leave = cls._maybe_leave_group
+
+    async def _maybe_leave_group(self: Any) -> None:
+        if not quirks_enabled():
+            return await leave(self)
+        self.reset_generation()  # what aiokafka does after its LeaveGroup request
+
+    _maybe_leave_group._ragstream_quirk9 = True  # type: ignore[attr-defined]
+    cls._maybe_leave_group = _maybe_leave_group
 
 
 def producer_kwargs(settings: Optional[Settings] = None) -> dict[str, Any]:

@@ -91,10 +91,10 @@ def worker(stack):
 def pytest_collection_modifyitems(items):
     """Tests marked ``drill`` run last: they stop the session worker (the drills start
     workers of their own in the same per-stage consumer groups).  Of those, the ones
-    marked ``group_churn`` run at the very end: after the autoscale drill (embed
-    consumers 1 → 2 → 4 → 1 → 0) the broker once left group ``ragstream-embed`` in
-    state "Unknown", where no new member's join ever completed, and every later drill
-    stalled on its embed worker (2026-12-01; README, broker quirk 7)."""
+    marked ``group_churn`` (the autoscale drill) run at the very end, so that a
+    group it might wedge cannot spoil the other drills.  The wedge seen after it
+    (README, broker quirk 7) was quirk 9, a LeaveGroup during a rebalance, which
+    the stage apps no longer send; the order stays as a guard."""
     items.sort(key=lambda item: (item.get_closest_marker("drill") is not None,
                                  item.get_closest_marker("group_churn") is not None))
 

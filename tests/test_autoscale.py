@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.mark.drill
-@pytest.mark.group_churn  # runs last (tests/conftest.py: broker quirk 7)
+@pytest.mark.group_churn  # runs last (tests/conftest.py: broker quirks 7 and 9)
 @pytest.mark.timeout(900)
 # It failed once at the end of a full run: the lag reader timed out on a long
 # partition (broker quirk 6, streams/broker_quirks.py), so the backlog never settled.
