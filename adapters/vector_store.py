@@ -15,6 +15,7 @@ runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60,
 Size: ~520 lines — one client class whose every call shares the reconnect wrapper
 (``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
 reads from writes would export those private helpers across modules.
+
 Measured on Milvus Lite 3.2 (pymilvus 3.0.2): its analyzers are only "standard"
 (the regex ``\\w+`` lowercased) and "jieba" (needs the jieba package; Chinese
 words, Hangul split into single characters); "icu" and the other Milvus

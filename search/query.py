@@ -2,11 +2,12 @@
 
 1. Candidates: embed the query (Triton's ``embedder_online`` model: max batch 32,
    2 ms queue delay, with a short deadline; the in-process ONNX embedder — the same
-   graph, cosine ≥ 0.999999 — when Triton does not answer), then one Milvus hybrid
-   search (adapters/vector_store.py ``hybrid_search``): dense ANN (cosine) and BM25
-   over the chunk text, both narrowed by the same filter expression
-   (:class:`SearchFilters`), fused by reciprocal rank fusion (score =
-   Σ 1/(60 + rank); ties broken by the two scores, ``rrf_fuse``).  So a chunk the dense ranking misses — an exact name, a figure
+   graph, cosine ≥ 0.999999 — when Triton does not answer), then two Milvus searches
+   run side by side (adapters/vector_store.py ``VectorStore.hybrid_search`` /
+   ``hybrid_search_sync``): dense ANN (cosine) and BM25 over the chunk text, both
+   narrowed by the same filter expression (:class:`SearchFilters`), fused in our
+   code by reciprocal rank fusion (score = Σ 1/(60 + rank); ties broken by the two
+   scores, ``rrf_fuse``).  So a chunk the dense ranking misses — an exact name, a figure
    like "318,285", a postcode — is still found by its words.  The top
    ``max(4k, 20)`` are kept when they belong to each document's CURRENT version —
    its newest COMPLETED version not deleted, from the ledger — so a superseded,
