@@ -43,8 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable, Optional, Sequence
 
-from tenacity import AsyncRetrying, stop_after_attempt, wait_fixed
-
 from drills import faults
 from drills.checks import (RESTART_STATUSES, STAGE_STATUSES, DrillResult, all_terminal,
                            by_version, evaluate, report_json, summary_line)
@@ -251,33 +249,31 @@ FAULTS: dict[str, Callable[[Stack, Run], Awaitable[None]]] = {
 
 
 async def _milvus_ids(settings: Settings, project: str) -> dict[str, set[str]]:
-    """``{document_id: chunk ids}`` in the project's collection (strong consistency)."""
-    from pymilvus import MilvusClient
+    """``{document_id: chunk ids}`` in the project's collection (strong consistency).
 
-    from adapters.vector_store import alias_name
+    Through :class:`adapters.vector_store.VectorStore` (a dedicated channel with the
+    keepalive Milvus Lite accepts, reconnect with backoff): a plain ``MilvusClient``
+    here pinged every 10 s, got GOAWAY ``too_many_pings`` from the server during a
+    30-document drill run and its background recovery failed (2026-12-02)."""
+    from adapters.vector_store import VectorStore, alias_name
 
-    def read() -> dict[str, set[str]]:
-        client = MilvusClient(uri=settings.milvus_uri, timeout=30)
-        try:
-            alias = alias_name(project)
-            if alias not in set(client.list_aliases().get("aliases", [])) \
-                    and not client.has_collection(alias):
-                return {}
-            rows = client.query(alias, filter="chunk_index >= 0", output_fields=["chunk_id", "document_id"],
-                                limit=16384, consistency_level="Strong")
-            out: dict[str, set[str]] = {}
-            for r in rows:
-                out.setdefault(r["document_id"], set()).add(r["chunk_id"])
-            return out
-        finally:
-            client.close()
+    def read(client) -> dict[str, set[str]]:
+        alias = alias_name(project)
+        if alias not in set(client.list_aliases().get("aliases", [])) \
+                and not client.has_collection(alias):
+            return {}
+        rows = client.query(alias, filter="chunk_index >= 0", output_fields=["chunk_id", "document_id"],
+                            limit=16384, consistency_level="Strong")
+        out: dict[str, set[str]] = {}
+        for r in rows:
+            out.setdefault(r["document_id"], set()).add(r["chunk_id"])
+        return out
 
-    # a restarted Milvus may take a moment: 10 tries, 2 s apart, then its error
-    async for attempt in AsyncRetrying(stop=stop_after_attempt(10), wait=wait_fixed(2.0),
-                                       reraise=True):
-        with attempt:
-            ids = await asyncio.to_thread(read)
-    return ids
+    store = VectorStore(settings.milvus_uri)  # retries a restarted Milvus itself
+    try:
+        return await asyncio.to_thread(store.run_sync, "query", read)
+    finally:
+        store.close()
 
 
 async def _processed_totals(settings: Settings, project: str,

@@ -135,7 +135,12 @@ async def _pg_round_trip(settings: Settings) -> None:
 def _milvus_round_trip(settings: Settings) -> None:
     from pymilvus import MilvusClient
 
-    client = MilvusClient(uri=settings.milvus_uri, timeout=30)
+    from adapters.vector_store import GRPC_OPTIONS
+
+    # dedicated, with the keepalive the server accepts: pymilvus's shared default
+    # channel pings every 10 s and gets GOAWAY too_many_pings (adapters/vector_store.py)
+    client = MilvusClient(uri=settings.milvus_uri, timeout=30, dedicated=True,
+                          grpc_options=dict(GRPC_OPTIONS))
     try:
         client.create_collection("devstack_test", dimension=4, metric_type="COSINE")
         client.insert("devstack_test", [{"id": i, "vector": [float(i == j) for j in range(4)]} for i in range(4)])

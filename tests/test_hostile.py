@@ -98,7 +98,12 @@ def test_any_string_survives_chunk_record_codec_postgres_and_milvus(stack, strin
             await conn.close()
     assert run(_pg()) == cleaned
 
-    client = MilvusClient(uri=stack.milvus_uri)
+    from adapters.vector_store import GRPC_OPTIONS
+
+    # dedicated and closed, with the keepalive the server accepts: a shared default
+    # client pings every 10 s and, once told GOAWAY too_many_pings, breaks every later
+    # shared MilvusClient on this URI in the test process (adapters/vector_store.py)
+    client = MilvusClient(uri=stack.milvus_uri, dedicated=True, grpc_options=dict(GRPC_OPTIONS))
     name = "hygiene_property"
     if not client.has_collection(name):
         schema = client.create_schema(auto_id=False)
@@ -112,6 +117,7 @@ def test_any_string_survives_chunk_record_codec_postgres_and_milvus(stack, strin
     client.upsert(name, rows)
     got = client.query(name, filter=f"id < {len(rows)}", output_fields=["id", "text"],
                        consistency_level="Strong")
+    client.close()
     assert sorted((g["id"], g["text"]) for g in got) == [(i, s) for i, s in enumerate(cleaned)]
 
 
