@@ -1,8 +1,11 @@
 """What a stage worker's agent shares: topics, clients, settings, status emitter."""
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import faust
 
@@ -10,6 +13,52 @@ from schemas import DocumentStatus, status_event
 from streams.bound_topics import BoundTopics, bind_topics
 from streams.resources import Resources
 from streams.settings import Settings
+
+
+# the futures of the records the current event's work sent (one list per attempt:
+# agents/runner.py calls track_sends first; tasks the work starts share the list)
+_SENT: ContextVar[Optional[list]] = ContextVar("ragstream_sent", default=None)
+DELIVERY_WAIT_S = 60.0  # after a flush, how long a send's future may still take to settle
+
+
+class RecordsNotStored(ConnectionError):
+    """The broker did not store records this stage sent: a produce request failed for
+    good (seen: ``UnknownError`` while the embedded broker's object store restarted,
+    a 30-document restart-s3 drill, 2026-12-02).  A ConnectionError, so transient:
+    the runner retries the work, which sends the records again (sinks are
+    idempotent), instead of committing an event whose output was lost."""
+
+
+def track_sends() -> None:
+    """Start a fresh list of the sends of the current task (and of tasks it starts
+    from now on); :meth:`StageContext.delivered` checks and clears it."""
+    _SENT.set([])
+
+
+class TrackedTopic:
+    """A bound Faust topic whose ``send`` remembers the returned future (the broker's
+    acknowledgement) for :meth:`StageContext.delivered`; anything else is the topic's."""
+
+    def __init__(self, topic: faust.TopicT):
+        self._topic = topic
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._topic, name)
+
+    async def send(self, *args: Any, **kwargs: Any) -> Any:
+        fut = await self._topic.send(*args, **kwargs)
+        sent = _SENT.get()
+        if sent is None:
+            sent = []
+            _SENT.set(sent)
+        sent.append(fut)
+        return fut
+
+
+def tracked(topics: BoundTopics) -> BoundTopics:
+    """``topics`` with every topic wrapped in :class:`TrackedTopic`."""
+    return BoundTopics(**{f.name: TrackedTopic(getattr(topics, f.name))
+                          for f in dataclasses.fields(topics)})
 
 
 @dataclass
@@ -27,7 +76,7 @@ class StageContext:
                 pool_workers: Optional[int] = None) -> "StageContext":
         """The context of ``app``'s stage; ``pool_workers``: processes of its
         blocking-work pool (None: the ``stage_workers`` setting)."""
-        ctx = cls(app, settings, bind_topics(app), Resources(settings, pool_workers))
+        ctx = cls(app, settings, tracked(bind_topics(app)), Resources(settings, pool_workers))
 
         @app.on_before_shutdown.connect  # close clients and the process pool
         async def _close(sender, **kwargs) -> None:  # noqa: ARG001
@@ -57,10 +106,27 @@ class StageContext:
         loses the records while the marker makes the redelivered event skip the
         work: the version then never finishes (seen in the kill-workers drill).
         Shown by tests/test_broker_quirks.py::test_send_returns_before_delivery.
-        A batch that fails for good (after ``producer_request_timeout``) is logged
-        by Faust; this waits for it either way, like Faust's own commit does.
+        A record the broker did not store (its produce request failed for good) is
+        not only logged: this raises :class:`RecordsNotStored` for the sends of the
+        current work (:func:`track_sends`), so the work is retried and nothing is
+        marked or committed as done over a lost record.
         """
         await self.app.producer.flush()
+        sent = _SENT.get()
+        if not sent:
+            return
+        futures = [f for f in sent if isinstance(f, asyncio.Future)]
+        sent.clear()
+        if not futures:
+            return
+        done, pending = await asyncio.wait(futures, timeout=DELIVERY_WAIT_S)
+        failed = [f.exception() for f in done if not f.cancelled() and f.exception() is not None]
+        if failed or pending:
+            first = failed[0] if failed else None
+            raise RecordsNotStored(
+                f"{len(failed) + len(pending)} of {len(futures)} records not stored by the broker"
+                + (f" (first: {type(first).__name__}: {first})" if first is not None
+                   else f" (no acknowledgement in {DELIVERY_WAIT_S:.0f} s)"))
 
     async def partition_count(self, topic: faust.TopicT) -> int:
         """Partitions of ``topic`` as the broker reports them (cached per process)."""

@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence
 import faust
 from tenacity import RetryCallState
 
-from agents.context import StageContext
+from agents.context import StageContext, track_sends
 from agents.outcomes import announce, fail_version
 from agents.retry_policy import classify, stage_retrying
 from schemas import DeadLetter
@@ -208,7 +208,9 @@ class _Runner:
         try:
             async for attempt in retrying:
                 with attempt:
+                    track_sends()  # this attempt's records, checked by ctx.delivered()
                     await call()
+                    await self.ctx.delivered()  # its output stored, or retried
         except Exception as exc:  # noqa: BLE001 — what ended the retries; CancelledError is not one
             if classify(exc) == "transient":  # only the deadline stops a transient error
                 elapsed = retrying.statistics.get("delay_since_first_attempt", 0.0)

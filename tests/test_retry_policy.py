@@ -95,7 +95,11 @@ def _runner(deadline_s: float):
     async def work(_ctx, _record):
         return None
 
-    ctx = SimpleNamespace(settings=SimpleNamespace(document_deadline_s=deadline_s))
+    async def delivered() -> None:  # the work here sends nothing
+        return None
+
+    ctx = SimpleNamespace(settings=SimpleNamespace(document_deadline_s=deadline_s),
+                          delivered=delivered)
     return _Runner(ctx, Stage(name="t", source=UPLOADS, work=work))
 
 
