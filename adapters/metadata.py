@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import asyncpg
 
+from adapters.pg_pool import create_pool
 from adapters.version_ledger import VersionLedger
 from schemas import StatusEvent
 
@@ -80,7 +81,7 @@ class Metadata:
         self.pool: Optional[asyncpg.Pool] = None
 
     async def __aenter__(self) -> "Metadata":
-        self.pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=4, timeout=10)
+        self.pool = await create_pool(self.dsn, min_size=1, max_size=4)
         return self
 
     async def __aexit__(self, *exc) -> None:

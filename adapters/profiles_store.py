@@ -36,6 +36,7 @@ from typing import Optional
 import asyncpg
 
 from adapters.migrations import upgrade_head
+from adapters.pg_pool import create_pool
 from stages.profiles import DEFAULT_PROFILES, Profile, get_profile
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class ProfileStore:
 
     async def __aenter__(self) -> "ProfileStore":
         if self.pool is None:
-            self.pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=2, timeout=10)
+            self.pool = await create_pool(self.dsn, min_size=1, max_size=2)
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -156,7 +157,7 @@ async def _pool(dsn: str) -> asyncpg.Pool:
     loop = asyncio.get_running_loop()
     entry = _pools.get(id(loop))
     if entry is None or entry[0] is not loop:
-        pool = await asyncpg.create_pool(dsn, min_size=1, max_size=2, timeout=10)
+        pool = await create_pool(dsn, min_size=1, max_size=2)
         _pools[id(loop)] = (loop, pool)
         return pool
     return entry[1]

@@ -1,0 +1,56 @@
+"""The one way this code base opens an asyncpg pool: every wait on PostgreSQL is bounded.
+
+asyncpg's defaults wait forever in three places, and a PostgreSQL restart can leave a
+pooled connection half-torn-down so that one of them never returns (issue 8: a stage
+stopped for good after a restart, its last log a connection-refused retry, with only
+idle server sessions):
+
+- ``Pool.acquire()`` without ``timeout`` waits on the pool's queue forever (every
+  ``pool.fetch``/``execute`` convenience method acquires this way);
+- a query without ``timeout`` on a connection without ``command_timeout`` waits for
+  the server forever, and so does the cancel request sent when one is interrupted;
+- ``release`` resets the connection with the acquire's timeout, i.e. none.
+
+:func:`create_pool` closes all three: a default acquire timeout
+(:data:`ACQUIRE_TIMEOUT_S`, also the reset budget on release) and a
+``command_timeout`` (:data:`COMMAND_TIMEOUT_S`).  Either one expiring raises
+``TimeoutError``, which the retry policy (agents/retry_policy.py) treats as transient,
+so the work waits and retries instead of hanging.  No query of ours runs anywhere near
+these limits (the slowest, a migration, uses its own connection).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import asyncpg
+from asyncpg.pool import Pool
+
+ACQUIRE_TIMEOUT_S = 30.0  # a free connection, or a new one (connect timeout below)
+COMMAND_TIMEOUT_S = 60.0  # one statement, incl. waiting on an advisory lock
+CONNECT_TIMEOUT_S = 10.0  # TCP + startup of one new connection
+
+
+class BoundedPool(Pool):
+    """An asyncpg ``Pool`` whose ``acquire()`` defaults to :data:`ACQUIRE_TIMEOUT_S`.
+
+    Raises ``TimeoutError`` (asyncio's) when no connection is free in time.
+    """
+
+    def acquire(self, *, timeout: Optional[float] = None):
+        """Like ``Pool.acquire``, with ``timeout`` (seconds) defaulting to ACQUIRE_TIMEOUT_S."""
+        return super().acquire(timeout=ACQUIRE_TIMEOUT_S if timeout is None else timeout)
+
+
+async def create_pool(dsn: str, *, min_size: int, max_size: int) -> asyncpg.Pool:
+    """An initialised :class:`BoundedPool` over ``dsn`` with ``min_size``..``max_size``
+    connections, command timeout COMMAND_TIMEOUT_S and connect timeout CONNECT_TIMEOUT_S.
+
+    Raises what ``asyncpg.create_pool`` raises when PostgreSQL is unreachable
+    (``OSError``, ``asyncpg.PostgresError``, ``TimeoutError``).
+    """
+    pool = BoundedPool(dsn, connection_class=asyncpg.Connection, record_class=asyncpg.Record,
+                       min_size=min_size, max_size=max_size, max_queries=50000,
+                       max_inactive_connection_lifetime=300.0, connect=None, setup=None,
+                       init=None, reset=None, loop=None, timeout=CONNECT_TIMEOUT_S,
+                       command_timeout=COMMAND_TIMEOUT_S)
+    return await pool
