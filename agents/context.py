@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import faust
 
@@ -13,6 +14,8 @@ from schemas import DocumentStatus, status_event
 from streams.bound_topics import BoundTopics, bind_topics
 from streams.resources import Resources
 from streams.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 # the futures of the records the current event's work sent (one list per attempt:
@@ -73,10 +76,21 @@ class StageContext:
 
     @classmethod
     def for_app(cls, app: faust.App, settings: Settings,
-                pool_workers: Optional[int] = None) -> "StageContext":
+                pool_workers: Optional[int] = None,
+                pool_warm: Optional[Callable[[], Any]] = None) -> "StageContext":
         """The context of ``app``'s stage; ``pool_workers``: processes of its
-        blocking-work pool (None: the ``stage_workers`` setting)."""
-        ctx = cls(app, settings, tracked(bind_topics(app)), Resources(settings, pool_workers))
+        blocking-work pool (None: the ``stage_workers`` setting); ``pool_warm``: the
+        pool's warm-up (stages/pool.py), and when given the pool's processes start
+        with the app instead of on the first task."""
+        ctx = cls(app, settings, tracked(bind_topics(app)), Resources(settings, pool_workers, pool_warm))
+
+        if pool_warm is not None:
+            @app.task
+            async def _start_pool() -> None:
+                try:
+                    await ctx.resources.pool.start()
+                except Exception:  # noqa: BLE001 - the first task starts the pool instead
+                    log.warning("starting the blocking-work pool early failed", exc_info=True)
 
         @app.on_before_shutdown.connect  # close clients and the process pool
         async def _close(sender, **kwargs) -> None:  # noqa: ARG001

@@ -28,6 +28,7 @@ from agents.runner import Stage
 from schemas import DocumentStatus, ElementsReady, PartitionTask
 from stages.errors import EmptyDocument
 from stages.partition import partition_file
+from stages.warm import warm_parsers
 from topics import PARTITION_TASKS
 
 STAGE = "partition"
@@ -107,3 +108,7 @@ def stage(ctx: StageContext) -> Stage:
     wait behind a long OCR parse."""
     return Stage(STAGE, PARTITION_TASKS, partition_one, step=lambda t: f"{STAGE}:{t.part}",
                  concurrency=ctx.settings.partition_concurrency)
+
+
+#: each new parse process loads its parsers before its first task (stages/warm.py)
+pool_warm = warm_parsers

@@ -75,7 +75,7 @@ class _PoolReset(BrokenProcessPool):
     """Set on calls still in flight when ``reset(kill=True)``/``close`` stopped the pool."""
 
 
-def _init_worker() -> None:
+def _init_worker(warm: Optional[Callable[[], Any]] = None) -> None:
     # The parent decides when a pool process ends (deadline, cancel, close).  A SIGTERM
     # or Ctrl-C sent to the worker's process group (a redeploy, `dev down`) must not
     # kill a parse half-way and fail its document as "crashed" (drill redeploy).
@@ -89,6 +89,28 @@ def _init_worker() -> None:
 
     install_log_escaping()  # file names in the parsers' log records
     cap_memory()
+    if warm is not None:
+        _warm(warm)
+
+
+def _warm(warm: Callable[[], Any]) -> None:
+    """Run a pool's warm-up in a new pool process; a failure is logged, never raised
+    (pebble would restart a process whose initializer raises, forever)."""
+    import time
+
+    start = time.perf_counter()
+    try:
+        warm()
+    except Exception:  # noqa: BLE001 - warm-up is an optimisation: the first task loads what is missing
+        log.warning("pool warm-up %s failed; tasks load their libraries on first use",
+                    getattr(warm, "__name__", warm), exc_info=True)
+    else:
+        log.info("pool process %d warmed in %.1f s", os.getpid(), time.perf_counter() - start)
+
+
+def _started() -> int:
+    """The no-op task ``BlockingPool.start`` schedules: the pool process's pid."""
+    return os.getpid()
 
 
 def cap_memory(megabytes: int | None = None) -> int:
@@ -149,11 +171,17 @@ class BlockingPool:
     ``workers`` processes (at least 1) run tasks; with ``max_tasks`` > 0 each
     process is replaced after that many tasks (bounds leaks in parser
     libraries).  ``join_timeout_s`` bounds how long ``close`` waits for running
-    tasks before killing them.  Processes start on the first ``run``.
+    tasks before killing them.  Processes start on the first ``run`` (or ``start``).
+    ``warm``: a module-level function (picklable by name) each new pool process runs
+    before its first task, e.g. to import parsers and load models; it runs again in
+    every replacement process, its time never counts against a task's deadline, and
+    a failure is only logged.
     """
 
-    def __init__(self, workers: int = 1, *, max_tasks: int = 0, join_timeout_s: float = 5.0):
+    def __init__(self, workers: int = 1, *, max_tasks: int = 0, join_timeout_s: float = 5.0,
+                 warm: Optional[Callable[[], Any]] = None):
         self.workers = max(1, workers)
+        self.warm = warm
         self.max_tasks = max(0, max_tasks)
         self.join_timeout_s = join_timeout_s
         self._pool: Optional[ProcessPool] = None
@@ -171,7 +199,7 @@ class BlockingPool:
             if self._pool is None:
                 self._pool = ProcessPool(
                     max_workers=self.workers, max_tasks=self.max_tasks, initializer=_init_worker,
-                    context=multiprocessing.get_context("spawn"))
+                    initargs=(self.warm,), context=multiprocessing.get_context("spawn"))
                 self._inflight[self._pool] = set()
             return self._pool
 
@@ -279,6 +307,13 @@ class BlockingPool:
                     continue
                 raise exc  # pebble's own errors (e.g. an unpicklable argument or result)
             raise WorkerCrashed("blocking-work pool could not be started")
+
+    async def start(self, timeout_s: float = 300.0) -> None:
+        """Start the pool's processes now rather than on the first ``run`` (pebble
+        starts all ``workers`` of them at once), so their start-up and ``warm`` run
+        before the first document.  Raises what ``run`` raises (e.g. StageTimeout
+        after ``timeout_s`` seconds, counted once a process has started)."""
+        await self.run(_started, timeout_s=timeout_s)
 
     def reset(self, kill: bool = False) -> None:
         """Drop the pool; the next ``run`` starts a fresh one.

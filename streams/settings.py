@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     # measured on, and lets a small document pass a long OCR parse.  Each parse
     # process can peak at 3.4 GiB (OCR, measured), so size it to memory too.
     partition_concurrency: int = 2
+    # each new parse process of the partition stage loads its parsers and models
+    # before its first task (stages/warm.py: about 5.7 s of one core), and a worker
+    # starts them at once, so the first documents after a (re)deploy do not pay it
+    warm_parsers: bool = True
     convert_timeout_s: float = 120.0
     # per-document limits (stages/limits.py reads the same RAGSTREAM_* variables; a
     # document over one FAILS with a reason naming it): pixels of one image or

@@ -41,3 +41,21 @@ def pid_then_sleep(pid_file: str, seconds: float) -> int:
     tmp.rename(pid_file)  # atomic: the reader never sees a half-written pid
     time.sleep(seconds)
     return os.getpid()
+
+
+_WARMED: list[int] = []
+
+
+def mark_warm() -> None:
+    """A pool warm-up: records this process's pid (read back by :func:`warmed`)."""
+    _WARMED.append(os.getpid())
+
+
+def warm_that_fails() -> None:
+    """A pool warm-up that raises, like a parser library missing a model."""
+    raise RuntimeError("no model here")
+
+
+def warmed() -> list[int]:
+    """The pids the warm-up recorded in this process (``[pid]`` once warmed)."""
+    return list(_WARMED)

@@ -159,3 +159,32 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+async def test_warm_runs_once_in_every_process_before_its_tasks():
+    """``warm`` runs in each pool process before its first task, once: after
+    ``start`` every task finds its process warmed exactly one time, on both processes,
+    and a process that replaces a crashed one is warmed too."""
+    p = BlockingPool(2, warm=t.mark_warm)
+    try:
+        await p.start()
+        seen = await _outcomes(*(p.run(t.sleep_then, 0.5, None, timeout_s=60) for _ in range(2)))
+        assert seen == [None, None]
+        results = await _outcomes(*(p.run(t.warmed, timeout_s=60) for _ in range(6)))
+        assert all(len(r) == 1 for r in results), results
+        crashed = await _outcomes(p.run(t.hard_exit, 1, timeout_s=60))
+        assert isinstance(crashed[0], WorkerCrashed), crashed
+        after = await _outcomes(*(p.run(t.warmed, timeout_s=60) for _ in range(4)))
+        assert all(len(r) == 1 for r in after), after
+    finally:
+        p.close()
+
+
+async def test_a_failing_warm_up_leaves_the_pool_working():
+    """A warm-up that raises is logged; the process still takes tasks."""
+    p = BlockingPool(1, warm=t.warm_that_fails)
+    try:
+        await p.start()
+        assert await p.run(t.double, 21, timeout_s=60) == 42
+    finally:
+        p.close()
