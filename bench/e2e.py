@@ -197,6 +197,7 @@ def bench_e2e(corpus: Path | None, console: Console, keep_running: bool = False)
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
     probe = StageProbe()
     worker = start_worker(settings.data_dir / "logs" / "bench-worker.log", env=probe.env)
+    probe.watch(worker.pid, settings.data_dir)
     try:
         console.print(f"corpus: {corpus or 'generated samples'} ({len(files)} files)")
         pipe = run_pipeline(files, warmup, settings, console, on_start=probe.mark)

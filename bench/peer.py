@@ -203,6 +203,7 @@ def bench_peer(corpus: Path, console: Console, *, script: Optional[Path] = None,
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
     probe = StageProbe()
     worker = start_worker(settings.data_dir / "logs" / "bench-worker.log", env=probe.env)
+    probe.watch(worker.pid, settings.data_dir)
     try:
         run = run_pipeline(files, warmup, settings, console, on_start=probe.mark)
         profile = probe.profile(settings, run.project, run.seconds)

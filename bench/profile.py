@@ -35,7 +35,7 @@ import urllib.error
 import urllib.request
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 import orjson
 from rich.console import Console
@@ -43,6 +43,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from devstack.ports import free_port_block
+
+if TYPE_CHECKING:
+    from bench.cpu import CpuShare
 
 STAGE_ORDER = ("normalize", "convert", "partition", "chunk", "enhance", "embed", "index")
 OFFICE_SUFFIXES = (".doc", ".docx", ".ppt", ".pptx", ".xls", ".xlsx", ".odt", ".odp", ".ods", ".rtf")
@@ -215,6 +218,7 @@ class Profile:
     busy: dict[str, tuple[float, int]]
     wall_s: float
     documents: int
+    cpu: Optional["CpuShare"] = None  # mean cores per service / stage process tree
 
 
 def summarize(timelines: Iterable[DocTimeline], busy: Optional[dict[str, tuple[float, int]]],
@@ -272,6 +276,11 @@ def print_profile(profile: Profile, console: Console) -> None:
         print(f"profile_{label.replace('[', '_').replace(']', '').replace(':', '_').replace('+', '_')}_s="
               f"{profile.work[label]:.2f}")
     print(f"profile_wait_s={sum(profile.wait.values()):.2f}")
+    if profile.cpu is not None:
+        console.print(f"CPU during the run: {profile.cpu.line()}", highlight=False)
+        for name, cores in sorted(profile.cpu.by_component.items()):
+            print(f"cpu_{name.replace(':', '_')}_s={cores * profile.cpu.seconds:.2f}")
+        print(f"cpu_machine_s={profile.cpu.busy_cores * profile.cpu.seconds:.2f}")
 
 
 def _first_of(profile: Profile, stage: str) -> Optional[str]:
@@ -295,10 +304,61 @@ class StageProbe:
         self.base_port = free_port_block(len(STAGES))
         self.env = {"RAGSTREAM_METRICS_PORT": str(self.base_port)}
         self._before: dict[str, tuple[float, float]] = {}
+        self._meter = None  # a bench.cpu.CpuMeter once watch() was called
+        self._polling = None
+
+    def watch(self, worker_pid: int, data_dir) -> None:
+        """Also measure CPU from :meth:`mark` to :meth:`profile`: each dev-stack service
+        (pid files under ``data_dir``) and each stage process of the worker
+        ``worker_pid`` with its parse processes (``stage:<name>``), polled every second."""
+        from bench.cpu import CpuMeter, service_pids
+
+        from streams.app import STAGES
+
+        components = {name: (lambda pid=pid: [pid]) for name, pid in service_pids(data_dir).items()}
+        for stage in STAGES:
+            components[f"stage:{stage}"] = lambda s=stage: _stage_pids(worker_pid, s)
+        self._meter = CpuMeter(components)
 
     def mark(self) -> None:
         self._before = scrape_stage_seconds(self.base_port, self.stages)
+        if self._meter is not None:
+            import threading
+
+            self._meter.start()
+            self._polling = threading.Event()
+
+            def poll() -> None:
+                while not self._polling.wait(1.0):
+                    self._meter.poll()
+
+            threading.Thread(target=poll, name="cpu-poll", daemon=True).start()
 
     def profile(self, settings, project: str, wall_s: float) -> Profile:
         busy = busy_delta(self._before, scrape_stage_seconds(self.base_port, self.stages))
-        return collect_profile(settings, project, wall_s, busy)
+        cpu = None
+        if self._meter is not None and self._polling is not None:
+            self._polling.set()
+            cpu = self._meter.stop()
+        result = collect_profile(settings, project, wall_s, busy)
+        result.cpu = cpu
+        return result
+
+
+def _stage_pids(worker_pid: int, stage: str) -> list[int]:
+    """Pids of ``worker_pid``'s children that run ``stage`` (``--stages <stage>``)."""
+    import psutil
+
+    try:
+        children = psutil.Process(worker_pid).children()
+    except psutil.Error:
+        return []
+    out = []
+    for child in children:
+        try:
+            argv = child.cmdline()
+        except psutil.Error:
+            continue
+        if "--stages" in argv and argv[argv.index("--stages") + 1:][:1] == [stage]:
+            out.append(child.pid)
+    return out
