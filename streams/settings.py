@@ -107,6 +107,8 @@ class Settings(BaseSettings):
     autoscale_cooldown_s: float = 60.0
 
     # pipeline
+    enhance_max_batch: int = 64
+    enhance_batch_within_s: float = 0.2
     embed_max_batch: int = 64
     embed_batch_within_s: float = 0.2
     index_max_batch: int = 256

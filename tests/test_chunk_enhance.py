@@ -96,3 +96,30 @@ def test_enhance_stage_puts_the_header_in_embed_text_only():
     asyncio.run(agent.enhance_one(ctx, chunk))
     assert sent[0].embed_text == "fake memo (PDF document)\n\n" + render_table(TABLE_HTML)
     assert sent[0].text == "Table text"
+
+
+def test_enhance_batch_sends_every_chunk_in_order():
+    """The batched enhance stage: each chunk of the batch enhanced and sent, in order."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from agents import enhance as agent
+    from schemas import Chunk
+
+    sent = []
+
+    class Topic:
+        async def send(self, key, value):
+            sent.append(value)
+
+    async def emit(*a, **kw):
+        return None
+
+    ctx = SimpleNamespace(settings=SimpleNamespace(vlm_base_url="", embedder_max_tokens=256),
+                          topics=SimpleNamespace(enhanced=Topic()), emit=emit)
+    chunks = [Chunk(chunk_id=f"d:1:{i}", document_id="d", version=1, index=i, total=3, project="p",
+                    category="default", filename="notes.txt", text=f"text {i}", page_number=1,
+                    element_types=["NarrativeText"]) for i in range(3)]
+    asyncio.run(agent.enhance_batch(ctx, chunks))
+    assert [c.chunk_id for c in sent] == ["d:1:0", "d:1:1", "d:1:2"]
+    assert all(c.embed_text.endswith(f"text {i}") for i, c in enumerate(sent))
