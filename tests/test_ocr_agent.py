@@ -56,3 +56,19 @@ def test_partition_uses_the_single_pass_agent():
 
     ensure_offline_nlp()
     assert type(OCRAgent.get_agent("eng")).__name__ == "SinglePassTesseract"
+
+
+def test_uncompressed_keeps_pixels_and_whitens_transparency():
+    """The image handed to tesseract is PPM (no PNG compression) with the same pixels;
+    a transparent pixel becomes white, as upstream's prepare does."""
+    from PIL import Image
+
+    from stages.ocr_agent import uncompressed
+
+    rgba = Image.new("RGBA", (4, 2), (10, 20, 30, 255))
+    rgba.putpixel((0, 0), (0, 0, 0, 0))
+    out = uncompressed(rgba)
+    assert out.format == "PPM" and out.mode == "RGB"
+    assert out.getpixel((0, 0)) == (255, 255, 255) and out.getpixel((1, 1)) == (10, 20, 30)
+    gray = uncompressed(Image.new("L", (3, 3), 77))
+    assert gray.mode == "L" and gray.getpixel((2, 2)) == 77
