@@ -136,7 +136,7 @@ class _Runner:
                 except UndecodableRecord:
                     continue  # handle_* dead-lettered it already
                 try:
-                    await self.forever(lambda r=record: self.ctx.topics.dead_letters.send(
+                    await self.deliver(lambda r=record: self.ctx.topics.dead_letters.send(
                         key=r.document_id, value=DeadLetter(
                             document_id=r.document_id, version=r.version, stage=self.stage.name,
                             source_topic=self.stage.source.name, error=error, attempts=1,
@@ -153,7 +153,7 @@ class _Runner:
         except UndecodableRecord as exc:
             STAGE_EVENTS.labels(self.stage.name, "undecodable").inc()
             log.warning("%s: undecodable record (key %r) dead-lettered: %s", self.stage.name, key, exc)
-            await self.forever(lambda: self.ctx.topics.dead_letters.send(
+            await self.deliver(lambda: self.ctx.topics.dead_letters.send(
                 key=(key or b"").decode("utf-8", "replace"),
                 value=undecodable_dead_letter(stage=self.stage.name,
                                               source_topic=self.stage.source.name, key=key,
@@ -191,6 +191,18 @@ class _Runner:
             with attempt:
                 result = await call()
         return result
+
+    async def deliver(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """:meth:`forever` for a ``call()`` that sends records (a dead letter, a
+        failure's events): each try also waits until the broker stored what it sent
+        (``ctx.delivered``), so the offset is never committed over a lost record."""
+        async def sent() -> Any:
+            track_sends()
+            result = await call()
+            await self.ctx.delivered()
+            return result
+
+        return await self.forever(sent)
 
     async def attempt(self, call: Callable[[], Awaitable[None]], *, deadline: Optional[float]
                       ) -> tuple[Optional[BaseException], int]:
@@ -266,13 +278,13 @@ class _Runner:
                         failure.code, failure.reason, failure.detail)
         internal = failure.reason + (f" ({failure.detail})" if failure.detail else "")
         if not self.stage.fails_documents:
-            await self.forever(lambda: self.ctx.topics.dead_letters.send(
+            await self.deliver(lambda: self.ctx.topics.dead_letters.send(
                 key=record.document_id, value=DeadLetter(
                     document_id=record.document_id, version=record.version, stage=self.stage.name,
                     source_topic=self.stage.source.name, error=internal, attempts=attempts,
                     payload=record.asdict(), at=time.time())))
             return
-        await self.forever(lambda: fail_version(
+        await self.deliver(lambda: fail_version(
             self.ctx, record, stage=self.stage.name, source_topic=self.stage.source.name,
             error=failure.reason, code=failure.code, detail=failure.detail,
             attempts=attempts, payload=record.asdict()))
