@@ -93,12 +93,22 @@ def _init_worker(warm: Optional[Callable[[], Any]] = None) -> None:
         _warm(warm)
 
 
+WARM_LIMIT_S = 120.0  # a warm-up still running after this is interrupted (SIGALRM)
+
+
 def _warm(warm: Callable[[], Any]) -> None:
     """Run a pool's warm-up in a new pool process; a failure is logged, never raised
-    (pebble would restart a process whose initializer raises, forever)."""
+    (pebble would restart a process whose initializer raises, forever), and a warm-up
+    still running after WARM_LIMIT_S is interrupted, so a process never stays in it."""
     import time
 
     start = time.perf_counter()
+
+    def _too_long(signum, frame):  # noqa: ARG001 - a signal handler's signature
+        raise TimeoutError(f"warm-up took over {WARM_LIMIT_S:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, _too_long)
+    signal.setitimer(signal.ITIMER_REAL, WARM_LIMIT_S)
     try:
         warm()
     except Exception:  # noqa: BLE001 - warm-up is an optimisation: the first task loads what is missing
@@ -106,6 +116,9 @@ def _warm(warm: Callable[[], Any]) -> None:
                     getattr(warm, "__name__", warm), exc_info=True)
     else:
         log.info("pool process %d warmed in %.1f s", os.getpid(), time.perf_counter() - start)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _started() -> int:
@@ -156,6 +169,29 @@ async def _completion(future: Future) -> None:
 
     future.add_done_callback(_wake)
     await done
+
+
+LONG_WAIT_LOG_S = 60.0  # a task awaited longer than this is logged, then every as long again
+
+
+async def _completion_logged(future: Future, fn: Callable[..., Any], timeout_s: float) -> None:
+    """:func:`_completion`, logging a WARNING every LONG_WAIT_LOG_S seconds while the
+    task is not done (whether a process has started it, how long it has waited), so
+    a stage that waits on its pool for minutes says so in its log."""
+    waiting = asyncio.ensure_future(_completion(future))
+    waited = 0.0
+    try:
+        while True:
+            done, _ = await asyncio.wait({waiting}, timeout=LONG_WAIT_LOG_S)
+            if done:
+                return
+            waited += LONG_WAIT_LOG_S
+            log.warning("pool task %s not done after %.0f s (%s; deadline %.0f s once started)",
+                        getattr(fn, "__name__", fn), waited,
+                        "running in a pool process" if future.running() else "not started by a process yet",
+                        timeout_s)
+    finally:
+        waiting.cancel()
 
 
 def _describe_exit(exc: ProcessExpired) -> str:
@@ -276,7 +312,7 @@ class BlockingPool:
                         inflight.add(future)
                         future.add_done_callback(inflight.discard)
                 try:
-                    await _completion(future)
+                    await _completion_logged(future, fn, timeout_s)
                 except asyncio.CancelledError:
                     future.cancel()  # pebble kills the process if the task is running
                     raise

@@ -188,3 +188,17 @@ async def test_a_failing_warm_up_leaves_the_pool_working():
         assert await p.run(t.double, 21, timeout_s=60) == 42
     finally:
         p.close()
+
+
+async def test_a_long_task_is_logged_while_awaited(pool1, monkeypatch, caplog):
+    """A task awaited past LONG_WAIT_LOG_S is logged as a WARNING (running or not yet
+    started), so a stage waiting on its pool for minutes says so."""
+    import logging
+
+    import stages.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "LONG_WAIT_LOG_S", 0.5)
+    with caplog.at_level(logging.WARNING, logger="stages.pool"):
+        assert await pool1.run(t.sleep_then, 1.8, "done", timeout_s=60) == "done"
+    assert any("pool task sleep_then not done after" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
