@@ -47,7 +47,14 @@ _TRANSIENT_TEXT = ("unavailable", "fail connecting", "connection refused", "conn
                    "timed out", "connect call failed", "connection closed", "not ready",
                    # Triton while it (re)loads its models: NOT_FOUND "unknown model …
                    # has no available versions" — a restart, not a missing model
-                   "has no available versions")
+                   "has no available versions",
+                   # asyncpg's InternalClientError "cannot switch to state 15; another
+                   # operation (2) is in progress", raised by the reset on release of a
+                   # connection PostgreSQL's shutdown broke mid-query, with nothing in
+                   # its cause chain (CI, tests/test_delivery.py's outage, 2026-12-02:
+                   # unexpected, so the partition event was dead-lettered and its
+                   # document never finished)
+                   "cannot switch to state")
 
 
 _TRANSIENT_ERRNOS = {errno.ECONNREFUSED, errno.ECONNRESET, errno.ECONNABORTED, errno.EHOSTUNREACH,

@@ -130,8 +130,11 @@ class Settings(BaseSettings):
     partition_concurrency: int = 2
     # each new parse process of the partition stage loads its parsers and models
     # before its first task (stages/warm.py: about 5.7 s of one core), and a worker
-    # starts them at once, so the first documents after a (re)deploy do not pay it
-    warm_parsers: bool = True
+    # starts them at once, so the first documents after a (re)deploy do not pay it.
+    # Off by default until a CI kill-workers drill stall (a replaced partition
+    # worker silent for 2 min, 2026-12-02) is explained: a warm-up delays a
+    # replacement's first task by the whole warm-up, on a loaded machine far longer
+    warm_parsers: bool = False
     convert_timeout_s: float = 120.0
     # per-document limits (stages/limits.py reads the same RAGSTREAM_* variables; a
     # document over one FAILS with a reason naming it): pixels of one image or

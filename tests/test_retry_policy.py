@@ -157,3 +157,19 @@ def test_an_error_caused_by_a_connection_failure_is_transient():
             raise ValueError("y")
     except ValueError as exc:
         assert classify(exc) == "unexpected"
+
+
+def test_asyncpg_state_error_without_a_cause_is_transient():
+    """The same asyncpg InternalClientError raised with nothing in its cause chain (the
+    reset on release of a connection PostgreSQL's shutdown broke; CI 2026-12-02, where
+    it was called unexpected and the partition event was dead-lettered) is transient;
+    another InternalClientError still is not."""
+    import asyncpg
+
+    from agents.retry_policy import classify
+
+    state = asyncpg.exceptions._base.InternalClientError(
+        "cannot switch to state 15; another operation (2) is in progress")
+    assert classify(state) == "transient"
+    assert classify(asyncpg.exceptions._base.InternalClientError(
+        "PoolConnectionHolder.release() called on a free connection holder")) == "unexpected"
