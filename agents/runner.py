@@ -192,17 +192,19 @@ class _Runner:
                 result = await call()
         return result
 
+    async def stored(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call()``, then wait until the broker stored every record it sent
+        (``track_sends`` before, ``ctx.delivered`` after: RecordsNotStored if not)."""
+        track_sends()
+        result = await call()
+        await self.ctx.delivered()
+        return result
+
     async def deliver(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """:meth:`forever` for a ``call()`` that sends records (a dead letter, a
-        failure's events): each try also waits until the broker stored what it sent
-        (``ctx.delivered``), so the offset is never committed over a lost record."""
-        async def sent() -> Any:
-            track_sends()
-            result = await call()
-            await self.ctx.delivered()
-            return result
-
-        return await self.forever(sent)
+        failure's events): each try is :meth:`stored`, so the offset is never
+        committed over a lost record."""
+        return await self.forever(lambda: self.stored(call))
 
     async def attempt(self, call: Callable[[], Awaitable[None]], *, deadline: Optional[float]
                       ) -> tuple[Optional[BaseException], int]:
@@ -220,9 +222,7 @@ class _Runner:
         try:
             async for attempt in retrying:
                 with attempt:
-                    track_sends()  # this attempt's records, checked by ctx.delivered()
-                    await call()
-                    await self.ctx.delivered()  # its output stored, or retried
+                    await self.stored(call)  # its output stored, or retried
         except Exception as exc:  # noqa: BLE001 — what ended the retries; CancelledError is not one
             if classify(exc) == "transient":  # only the deadline stops a transient error
                 elapsed = retrying.statistics.get("delay_since_first_attempt", 0.0)
