@@ -70,14 +70,10 @@ def test_header_goes_first_and_never_pushes_past_the_limit():
     assert with_header("", "text", 256, count) == "text"
 
 
-def test_enhance_stage_puts_the_header_in_embed_text_only():
-    """The enhance agent's own composition (no Kafka): header + rendering in
-    ``embed_text``, ``text`` untouched."""
-    import asyncio
+def _enhance_ctx():
+    """A stand-in StageContext for the enhance agent (no VLM, no Kafka): ``(ctx, sent)``,
+    ``sent`` the records its ``enhanced`` topic received, in order."""
     from types import SimpleNamespace
-
-    from agents import enhance as agent
-    from schemas import Chunk
 
     sent = []
 
@@ -90,6 +86,18 @@ def test_enhance_stage_puts_the_header_in_embed_text_only():
 
     ctx = SimpleNamespace(settings=SimpleNamespace(vlm_base_url="", embedder_max_tokens=256),
                           topics=SimpleNamespace(enhanced=Topic()), emit=emit)
+    return ctx, sent
+
+
+def test_enhance_stage_puts_the_header_in_embed_text_only():
+    """The enhance agent's own composition (no Kafka): header + rendering in
+    ``embed_text``, ``text`` untouched."""
+    import asyncio
+
+    from agents import enhance as agent
+    from schemas import Chunk
+
+    ctx, sent = _enhance_ctx()
     chunk = Chunk(chunk_id="d:1:1", document_id="d", version=1, index=1, total=2, project="p",
                   category="default", filename="pdf/fake-memo.pdf", text="Table text",
                   page_number=1, element_types=["Table"], table_html=TABLE_HTML)
@@ -101,22 +109,11 @@ def test_enhance_stage_puts_the_header_in_embed_text_only():
 def test_enhance_batch_sends_every_chunk_in_order():
     """The batched enhance stage: each chunk of the batch enhanced and sent, in order."""
     import asyncio
-    from types import SimpleNamespace
 
     from agents import enhance as agent
     from schemas import Chunk
 
-    sent = []
-
-    class Topic:
-        async def send(self, key, value):
-            sent.append(value)
-
-    async def emit(*a, **kw):
-        return None
-
-    ctx = SimpleNamespace(settings=SimpleNamespace(vlm_base_url="", embedder_max_tokens=256),
-                          topics=SimpleNamespace(enhanced=Topic()), emit=emit)
+    ctx, sent = _enhance_ctx()
     chunks = [Chunk(chunk_id=f"d:1:{i}", document_id="d", version=1, index=i, total=3, project="p",
                     category="default", filename="notes.txt", text=f"text {i}", page_number=1,
                     element_types=["NarrativeText"]) for i in range(3)]
