@@ -28,7 +28,10 @@ import asyncpg
 @dataclass(frozen=True)
 class Outcome:
     """A version's terminal outcome: ``outcome`` is ``"COMPLETED"`` or ``"FAILED"``;
-    ``chunks`` the indexed chunk count (COMPLETED); ``reason`` why it FAILED."""
+    ``chunks`` the indexed chunk count (COMPLETED); ``reason`` why it FAILED;
+    ``at`` when it was claimed (Unix seconds, from the row's ``at`` column): the
+    ``at`` of its status event, so announcing it again after a crash re-sends the
+    same event instead of a second emission."""
 
     document_id: str
     version: int
@@ -37,6 +40,7 @@ class Outcome:
     chunks: int
     reason: Optional[str]
     announced: bool
+    at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,4 +165,4 @@ def _outcome(row) -> Optional[Outcome]:
     if row is None:
         return None
     return Outcome(row["document_id"], row["version"], row["project"], row["outcome"],
-                   row["chunks"], row["reason"], row["announced"])
+                   row["chunks"], row["reason"], row["announced"], row["at"].timestamp())

@@ -100,13 +100,14 @@ class StageContext:
 
     async def emit(self, ref, status: DocumentStatus, *, stage: str, chunks_total: int = 0,
                    chunks_done: int = 0, pages: int = 0, error: Optional[str] = None,
-                   error_code: Optional[str] = None) -> None:
+                   error_code: Optional[str] = None, at: Optional[float] = None) -> None:
         """Send one status transition for the document version ``ref`` names
-        (``error``: the human sentence; ``error_code``: its stages.errors code)."""
+        (``error``: the human sentence; ``error_code``: its stages.errors code;
+        ``at``: the event's time in Unix seconds, now by default)."""
         await self.topics.status.send(key=ref.document_id, value=status_event(
             ref.document_id, ref.version, status, stage=stage, project=ref.project,
             filename=ref.filename, chunks_total=chunks_total, chunks_done=chunks_done,
-            pages=pages, error=error, error_code=error_code,
+            pages=pages, error=error, error_code=error_code, at=at,
             callback_url=getattr(ref, "callback_url", None)))
 
     async def delivered(self) -> None:

@@ -26,17 +26,23 @@ async def announce(ctx: StageContext, ref: Any, outcome: Outcome, *, stage: str)
     COMPLETED first removes the document's older versions from Milvus, so search
     holds only the current version once the event is out.  ``ref`` is any record
     of the version (document_id, version, project, filename, callback_url).
+
+    The event's ``at`` is the claim's time (``outcome.at``), not now: a worker
+    killed after the send and before the marker announces again on the next
+    delivery, and that must be the same event delivered twice (consumers are
+    idempotent to it), not a second completion (duplicate_completions=1 in a CI
+    kill-workers drill, 2026-12-02).
     """
     ledger = (await ctx.resources.metadata()).ledger
     if outcome.outcome == DocumentStatus.COMPLETED.value:
         await ctx.resources.vectors.delete_versions_below(ref.project, ref.document_id, ref.version)
         await ctx.emit(ref, DocumentStatus.COMPLETED, stage=stage, chunks_total=outcome.chunks,
-                       chunks_done=outcome.chunks)
+                       chunks_done=outcome.chunks, at=outcome.at)
     else:
         await ctx.resources.vectors.delete_version(ref.project, ref.document_id, ref.version)
         code, reason = decode_reason(outcome.reason)
         await ctx.emit(ref, DocumentStatus.FAILED, stage=stage, error=reason,
-                       error_code=code or "internal")
+                       error_code=code or "internal", at=outcome.at)
     await ctx.delivered()  # the status event is stored before the announced marker
     # the marker alone is retried through a PostgreSQL outage: retrying the whole
     # announcement sent the status event twice (duplicate_completions=1 in a

@@ -98,8 +98,11 @@ def status_event(
     error: Optional[str] = None,
     callback_url: Optional[str] = None,
     error_code: Optional[str] = None,
+    at: Optional[float] = None,
 ) -> StatusEvent:
-    """Build a StatusEvent with its sequence and the current time."""
+    """Build a StatusEvent with its sequence; ``at`` (Unix seconds) defaults to now.
+    A terminal event passes its outcome's claim time, so re-sending it is the same
+    event (agents/outcomes.announce)."""
     return StatusEvent(
         document_id=document_id,
         version=version,
@@ -113,6 +116,6 @@ def status_event(
         pages=pages,
         error=error,
         callback_url=callback_url,
-        at=time.time(),
+        at=time.time() if at is None else at,
         error_code=error_code,
     )

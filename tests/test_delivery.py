@@ -220,6 +220,7 @@ def test_failed_after_completed_changes_nothing(stack, worker, tmp_path, project
 
     won, moved, row = run(late_failure())
     assert won.outcome == "COMPLETED" and not moved and row["status"] == "COMPLETED"
+    assert won.at > 0  # the claim time, which its status event carries (agents/outcomes)
 
 
 # ---------------------------------------- 6 + 9: PostgreSQL away longer than any timeout
