@@ -192,12 +192,17 @@ class _Runner:
                 result = await call()
         return result
 
-    async def stored(self, call: Callable[[], Awaitable[Any]]) -> Any:
+    async def stored(self, call: Callable[[], Awaitable[Any]],
+                     after: Optional[Callable[[], Awaitable[None]]] = None) -> Any:
         """``call()``, then wait until the broker stored every record it sent
-        (``track_sends`` before, ``ctx.delivered`` after: RecordsNotStored if not)."""
+        (``track_sends`` before, ``ctx.delivered`` after: RecordsNotStored if not),
+        then ``after()`` — a ledger marker that must only be written over stored
+        records (the step's ``mark_step``)."""
         track_sends()
         result = await call()
         await self.ctx.delivered()
+        if after is not None:
+            await after()
         return result
 
     async def deliver(self, call: Callable[[], Awaitable[Any]]) -> Any:
@@ -206,12 +211,13 @@ class _Runner:
         committed over a lost record."""
         return await self.forever(lambda: self.stored(call))
 
-    async def attempt(self, call: Callable[[], Awaitable[None]], *, deadline: Optional[float]
+    async def attempt(self, call: Callable[[], Awaitable[None]], *, deadline: Optional[float],
+                      after: Optional[Callable[[], Awaitable[None]]] = None
                       ) -> tuple[Optional[BaseException], int]:
-        """Run ``call()`` under the retry policy (agents/retry_policy.stage_retrying);
-        returns (None, attempts) on success, (the error that ends it, attempts)
-        otherwise: a transient error at the deadline becomes "timeout after N s".
-        CancelledError propagates."""
+        """Run ``call()`` under the retry policy (agents/retry_policy.stage_retrying),
+        each try :meth:`stored` with ``after``; returns (None, attempts) on success,
+        (the error that ends it, attempts) otherwise: a transient error at the
+        deadline becomes "timeout after N s".  CancelledError propagates."""
         def log_retry(rs: RetryCallState) -> None:
             exc = rs.outcome.exception()
             STAGE_EVENTS.labels(self.stage.name, "retried").inc()
@@ -222,7 +228,7 @@ class _Runner:
         try:
             async for attempt in retrying:
                 with attempt:
-                    await self.stored(call)  # its output stored, or retried
+                    await self.stored(call, after)  # its output stored, or retried
         except Exception as exc:  # noqa: BLE001 — what ended the retries; CancelledError is not one
             if classify(exc) == "transient":  # only the deadline stops a transient error
                 elapsed = retrying.statistics.get("delay_since_first_attempt", 0.0)
@@ -242,6 +248,7 @@ class _Runner:
         started = time.perf_counter()
         if not await self.forever(lambda: self.wanted(record)):
             return
+        mark_step = None
         if self.stage.step and not self.stage.unguarded_record(record):
             step = self.stage.step(record)
             ledger = (await self.ctx.resources.metadata()).ledger
@@ -249,14 +256,10 @@ class _Runner:
                 STAGE_EVENTS.labels(self.stage.name, "skipped").inc()
                 return
 
-            async def work() -> None:
-                await self.stage.work(self.ctx, record)
-                await self.ctx.delivered()  # the step's records are stored before its marker
+            async def mark_step() -> None:  # after the step's records are stored
                 await ledger.mark_step(record.document_id, record.version, step)
-        else:
-            async def work() -> None:
-                await self.stage.work(self.ctx, record)
-        error, attempts = await self.attempt(work, deadline=self.deadline)
+        error, attempts = await self.attempt(lambda: self.stage.work(self.ctx, record),
+                                             deadline=self.deadline, after=mark_step)
         await self.finish(record, error, attempts, started)
 
     async def finish(self, record: Any, error: Optional[BaseException], attempts: int,
