@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from adapters.version_ledger import Outcome
 from agents.context import StageContext
-from agents.retry_policy import stage_retrying
+from agents.retry_policy import retry_transient
 from schemas import DeadLetter, DocumentStatus
 from stages.errors import decode_reason, encode_reason
 
@@ -47,11 +47,8 @@ async def announce(ctx: StageContext, ref: Any, outcome: Outcome, *, stage: str)
     # the marker alone is retried through a PostgreSQL outage: retrying the whole
     # announcement sent the status event twice (duplicate_completions=1 in a
     # 30-document restart-postgres drill, 2026-12-02)
-    async for attempt in stage_retrying(None, transient_only=True, before_sleep=lambda rs: log.warning(
-            "%s: marking %s v%s announced failed (%s); retrying in %.1f s", stage, ref.document_id,
-            ref.version, rs.outcome.exception(), rs.upcoming_sleep)):
-        with attempt:
-            await ledger.mark_announced(ref.document_id, ref.version)
+    await retry_transient(lambda: ledger.mark_announced(ref.document_id, ref.version),
+                          describe=f"{stage}: marking {ref.document_id} v{ref.version} announced")
 
 
 async def complete_version(ctx: StageContext, ref: Any, *, chunks: int, stage: str) -> None:

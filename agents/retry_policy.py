@@ -23,8 +23,9 @@ the one retry pattern of the code base (adapters, topics, drills use it too).
 from __future__ import annotations
 
 import errno
+import logging
 import socket
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 import asyncpg
 import httpx
@@ -37,6 +38,9 @@ from tenacity.stop import stop_base
 
 from stages.errors import DocumentError
 from stages.pool import StageTimeout, WorkerCrashed
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 UNEXPECTED_ATTEMPTS = 3
 BACKOFF_FIRST_S = 0.5
@@ -189,3 +193,18 @@ def stage_retrying(deadline_s: Optional[float], *, transient_only: bool = False,
         retry=retry_if_exception(_transient if transient_only else _worth_retrying),
         wait=wait_exponential(multiplier=BACKOFF_FIRST_S, exp_base=2, max=BACKOFF_MAX_S),
         stop=stop, before_sleep=before_sleep, reraise=True)
+
+
+async def retry_transient(call: Callable[[], Awaitable[T]], *, describe: str) -> T:
+    """``await call()`` retried while it fails transiently, with no deadline (ledger
+    writes, dead letters, status events: what must not be lost); any other error
+    raises at once.  Each retry logs a WARNING "<describe>: <error>; retrying in N s"
+    (``describe`` names the stage and what is being done)."""
+    def log_retry(rs: RetryCallState) -> None:
+        log.warning("%s: %s; retrying in %.1f s", describe, rs.outcome.exception(), rs.upcoming_sleep)
+
+    async for attempt in stage_retrying(None, transient_only=True, before_sleep=log_retry):
+        with attempt:
+            result = await call()
+    return result
+

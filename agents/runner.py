@@ -30,7 +30,7 @@ from tenacity import RetryCallState
 
 from agents.context import StageContext, track_sends
 from agents.outcomes import announce, fail_version
-from agents.retry_policy import classify, stage_retrying
+from agents.retry_policy import classify, retry_transient, stage_retrying
 from schemas import DeadLetter
 from schemas.dead_letter import undecodable_dead_letter
 from schemas.decode import UndecodableRecord, decode_event
@@ -182,15 +182,8 @@ class _Runner:
     async def forever(self, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call()`` retried while it fails transiently, without a deadline (ledger
         writes, dead letters and status events must not be lost); any other error
-        raises at once."""
-        def log_retry(rs: RetryCallState) -> None:
-            log.warning("%s: %s; retrying in %.1f s", self.stage.name, rs.outcome.exception(),
-                        rs.upcoming_sleep)
-
-        async for attempt in stage_retrying(None, transient_only=True, before_sleep=log_retry):
-            with attempt:
-                result = await call()
-        return result
+        raises at once (agents/retry_policy.retry_transient)."""
+        return await retry_transient(call, describe=self.stage.name)
 
     async def stored(self, call: Callable[[], Awaitable[Any]],
                      after: Optional[Callable[[], Awaitable[None]]] = None) -> Any:

@@ -173,3 +173,20 @@ def test_asyncpg_state_error_without_a_cause_is_transient():
     assert classify(state) == "transient"
     assert classify(asyncpg.exceptions._base.InternalClientError(
         "PoolConnectionHolder.release() called on a free connection holder")) == "unexpected"
+
+
+def test_retry_transient_waits_out_transient_errors_and_raises_others(caplog):
+    """agents/retry_policy.retry_transient (the runner's ``forever`` and the
+    announcement's marker): a transient error is retried with a WARNING naming
+    what was being done; a permanent one raises at once."""
+    from agents.retry_policy import retry_transient
+
+    flaky = Flaky(ConnectionRefusedError("connection refused"))
+    with caplog.at_level("WARNING", logger="agents.retry_policy"):
+        assert run(retry_transient(flaky, describe="index: marking d v1 announced")) == "ok"
+    assert flaky.calls == 2
+    assert "index: marking d v1 announced: connection refused; retrying in 0.5 s" in caplog.text
+    permanent = Flaky(DocumentError("encrypted PDF"))
+    with pytest.raises(DocumentError):
+        run(retry_transient(permanent, describe="index"))
+    assert permanent.calls == 1
