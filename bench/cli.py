@@ -93,6 +93,17 @@ def embed(repeats: int = typer.Option(2, help="runs per case (best is kept)")) -
     bench_embed(repeats=repeats)
 
 
+@bench_app.command("spinning")
+def spinning(repeats: int = typer.Option(2, help="runs per setting (best is kept)"),
+             batches: int = typer.Option(20, help="batches in the stream"),
+             batch_size: int = typer.Option(4, help="texts per batch"),
+             gap_ms: float = typer.Option(50.0, help="pause between batches (ms)")) -> None:
+    """CPU seconds of an ONNX Runtime embed stream with spinning threads on vs off."""
+    from bench.ort_spinning import bench_spinning
+
+    bench_spinning(repeats=repeats, batches=batches, batch_size=batch_size, gap_ms=gap_ms)
+
+
 @bench_app.command("parse")
 def parse(corpus: Path = typer.Option(..., exists=True, file_okay=False, help="folder of documents"),
           strategies: str = typer.Option("fast,ocr_only,hi_res,auto", help="comma-separated strategies"),
