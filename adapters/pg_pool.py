@@ -20,6 +20,7 @@ these limits (the slowest, a migration, uses its own connection).
 """
 from __future__ import annotations
 
+import inspect
 from typing import Optional
 
 import asyncpg
@@ -28,6 +29,14 @@ from asyncpg.pool import Pool
 ACQUIRE_TIMEOUT_S = 30.0  # a free connection, or a new one (connect timeout below)
 COMMAND_TIMEOUT_S = 60.0  # one statement, incl. waiting on an advisory lock
 CONNECT_TIMEOUT_S = 10.0  # TCP + startup of one new connection
+
+
+# asyncpg.create_pool has no pool-class argument, so create_pool below builds the
+# Pool itself, with create_pool's own defaults read from its signature (an asyncpg
+# upgrade that changes them carries over)
+_CREATE_POOL_DEFAULTS = {
+    name: p.default for name, p in inspect.signature(asyncpg.create_pool).parameters.items()
+    if p.default is not inspect.Parameter.empty and name != "dsn"}
 
 
 class BoundedPool(Pool):
@@ -48,9 +57,6 @@ async def create_pool(dsn: str, *, min_size: int, max_size: int) -> asyncpg.Pool
     Raises what ``asyncpg.create_pool`` raises when PostgreSQL is unreachable
     (``OSError``, ``asyncpg.PostgresError``, ``TimeoutError``).
     """
-    pool = BoundedPool(dsn, connection_class=asyncpg.Connection, record_class=asyncpg.Record,
-                       min_size=min_size, max_size=max_size, max_queries=50000,
-                       max_inactive_connection_lifetime=300.0, connect=None, setup=None,
-                       init=None, reset=None, loop=None, timeout=CONNECT_TIMEOUT_S,
-                       command_timeout=COMMAND_TIMEOUT_S)
+    options = {**_CREATE_POOL_DEFAULTS, "min_size": min_size, "max_size": max_size}
+    pool = BoundedPool(dsn, **options, timeout=CONNECT_TIMEOUT_S, command_timeout=COMMAND_TIMEOUT_S)
     return await pool
