@@ -30,14 +30,15 @@ def peer(corpus: Path = typer.Option(..., exists=True, file_okay=False, help="fo
          peer_output: Optional[Path] = typer.Option(None, exists=True, dir_okay=False,
                                                     help="read the peer's recorded stdout instead of running it"),
          out: Optional[Path] = typer.Option(None, file_okay=False, help="work folder (default: a new temp folder)"),
-         keep_running: bool = typer.Option(False, help="leave the stack up afterwards")) -> None:
+         keep_running: bool = typer.Option(False, help="leave the stack up afterwards"),
+         runs: int = typer.Option(1, min=1, help="runs per side; the best of each is compared")) -> None:
     """unstructured-ingest and ragstream on the same files: pages, chunks, empty and failed
     files, pages/s per side, per-stage profile; last line vs_unstructured_ingest=<ratio>."""
     from bench.peer import bench_peer
 
     try:
         bench_peer(corpus, Console(width=160), script=peer_script, peer_output=peer_output,
-                   keep_running=keep_running, out_dir=out)
+                   keep_running=keep_running, out_dir=out, runs=runs)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None

@@ -166,3 +166,12 @@ def test_profile_table_shows_strategy_labels(capsys):
 
     print_profile(summarize([_doc("a.pdf", "pdf", "fast")], {}, wall_s=10.0), Console(width=160))
     assert "partition[fast]" in capsys.readouterr().out
+
+
+def test_bench_peer_wants_at_least_one_run(tmp_path):
+    from rich.console import Console
+
+    from bench.peer import bench_peer
+
+    with pytest.raises(ValueError, match="runs must be at least 1"):
+        bench_peer(tmp_path, Console(quiet=True), runs=0)
