@@ -29,9 +29,10 @@ import asyncpg
 class Outcome:
     """A version's terminal outcome: ``outcome`` is ``"COMPLETED"`` or ``"FAILED"``;
     ``chunks`` the indexed chunk count (COMPLETED); ``reason`` why it FAILED;
-    ``at`` when it was claimed (Unix seconds, from the row's ``at`` column): the
-    ``at`` of its status event, so announcing it again after a crash re-sends the
-    same event instead of a second emission."""
+    ``at`` when it was claimed (Unix seconds, from the row's ``at`` column; None
+    only for an Outcome not read from the ledger): the ``at`` of its status event,
+    so announcing it again after a crash re-sends the same event instead of a
+    second emission."""
 
     document_id: str
     version: int
@@ -40,7 +41,7 @@ class Outcome:
     chunks: int
     reason: Optional[str]
     announced: bool
-    at: float = 0.0
+    at: Optional[float] = None
 
 
 @dataclass(frozen=True)

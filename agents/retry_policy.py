@@ -207,4 +207,3 @@ async def retry_transient(call: Callable[[], Awaitable[T]], *, describe: str) ->
         with attempt:
             result = await call()
     return result
-

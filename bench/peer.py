@@ -15,9 +15,9 @@ seconds from handing over the files to the last document searchable:
 
 The peer runs first, before this command starts a worker, so the two never share the
 cores.  ``--runs N`` runs each side N times (the peer's runs first) and compares the
-best of each, printing every run.  Printed per side: files, pages, chunks, empty files (no chunk, no error),
-failed files, seconds, pages/s; then ragstream's per-stage profile
-(bench/profile.py); the last line is
+best of each, printing every run.  Printed per side: files, pages, chunks, empty
+files (no chunk, no error), failed files, seconds, pages/s; then ragstream's
+per-stage profile (bench/profile.py); the last line is
 ``vs_unstructured_ingest=<ragstream pages/s ÷ peer pages/s without start-up>``.
 """
 from __future__ import annotations

@@ -34,7 +34,8 @@ def _runner(dead_letters: Recorder):
     return _Runner(ctx, Stage(name="t", source=UPLOADS, work=work))
 
 
-def _raw(doc: str) -> bytes:
+def upload_bytes(doc: str) -> bytes:
+    """The raw value of an upload event of ``doc`` v3 (what the runner decodes)."""
     return UploadEvent(document_id=doc, version=3, action="upload", project="p", category="default",
                        filename="a.txt", bucket="b", key="k", sha256="0" * 64, size=1).dumps()
 
@@ -46,7 +47,8 @@ def test_an_escaping_error_is_dead_lettered_not_raised():
     async def handling():
         raise ValueError("alias 'chunks_p' already exists")
 
-    asyncio.run(runner.contained(handling(), [(b"d1", _raw("d1")), (b"d2", _raw("d2")),
+    asyncio.run(runner.contained(handling(), [(b"d1", upload_bytes("d1")),
+                                              (b"d2", upload_bytes("d2")),
                                               (b"x", b"not json")]))
     assert [key for key, _ in dead.sent] == ["d1", "d2"]  # the undecodable one: handled already
     letter = dead.sent[0][1]
@@ -62,7 +64,7 @@ def test_cancellation_is_not_contained():
         raise asyncio.CancelledError
 
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(runner.contained(handling(), [(b"d1", _raw("d1"))]))
+        asyncio.run(runner.contained(handling(), [(b"d1", upload_bytes("d1"))]))
 
 
 def test_success_sends_nothing():
@@ -71,5 +73,5 @@ def test_success_sends_nothing():
     async def handling():
         return None
 
-    asyncio.run(_runner(dead).contained(handling(), [(b"d1", _raw("d1"))]))
+    asyncio.run(_runner(dead).contained(handling(), [(b"d1", upload_bytes("d1"))]))
     assert dead.sent == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from schemas.upload import UploadEvent
+from tests.test_runner_containment import upload_bytes
 
 
 class _Ledger:
@@ -45,18 +45,13 @@ def _runner(log: list, done: bool = False):
     return _Runner(ctx, Stage(name="t", source=UPLOADS, work=work, step=lambda r: "t"))
 
 
-def _raw(doc: str) -> bytes:
-    return UploadEvent(document_id=doc, version=3, action="upload", project="p", category="default",
-                       filename="a.txt", bucket="b", key="k", sha256="0" * 64, size=1).dumps()
-
-
 def test_the_step_is_marked_once_its_records_are_stored():
     log: list = []
-    asyncio.run(_runner(log).handle_one(b"d1", _raw("d1")))
+    asyncio.run(_runner(log).handle_one(b"d1", upload_bytes("d1")))
     assert log == ["work d1", "delivered", "mark_step d1 v3 t"]
 
 
 def test_a_done_step_is_not_worked_on_again():
     log: list = []
-    asyncio.run(_runner(log, done=True).handle_one(b"d1", _raw("d1")))
+    asyncio.run(_runner(log, done=True).handle_one(b"d1", upload_bytes("d1")))
     assert log == []
