@@ -75,7 +75,17 @@ def main() -> None:
 
     install_log_escaping()  # file names in log records: control/bidi characters escaped
     _mount()
-    app()
+    try:
+        app()
+    except Exception as exc:  # a service that does not answer: one line, exit 2 (cli/unreachable.py)
+        from cli.unreachable import unreachable_message
+        from streams.settings import get_settings
+
+        message = unreachable_message(exc, get_settings())
+        if message is None:
+            raise
+        Console(stderr=True).print(message, highlight=False, markup=False, soft_wrap=True)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -51,8 +51,8 @@ async def tail_status(bootstrap: str, *, from_beginning: bool = True,
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
         auto_offset_reset="earliest" if from_beginning else "latest",
         client_id=f"ragstream-tail-{uuid.uuid4().hex[:8]}")
-    await consumer.start()
-    try:
+    try:  # stop() in the finally also when start() fails (else aiokafka warns "Unclosed")
+        await consumer.start()
         partitions: set = set()
         while not partitions:  # a poll for the topic's metadata, not a retry of an error
             await consumer.topics()  # a metadata refresh
@@ -105,8 +105,8 @@ async def read_topic(bootstrap: str, topic: str, *,
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
         auto_offset_reset="earliest", client_id=f"ragstream-read-{uuid.uuid4().hex[:8]}")
-    await consumer.start()
-    try:
+    try:  # stop() in the finally also when start() fails (else aiokafka warns "Unclosed")
+        await consumer.start()
         if topic not in await consumer.topics():
             raise KeyError(f"topic {topic} does not exist on {bootstrap}")
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
