@@ -191,6 +191,10 @@ def bench_autoscale(docs: int, console: Console, embed_batch: int = 1, target_s:
     env = {"RAGSTREAM_EMBED_MAX_BATCH": str(embed_batch), "RAGSTREAM_AUTOSCALE_TARGET_S": str(target_s),
            "RAGSTREAM_AUTOSCALE_INTERVAL_S": "2", "RAGSTREAM_AUTOSCALE_UP_COOLDOWN_S": "8",
            "RAGSTREAM_AUTOSCALE_COOLDOWN_S": str(cooldown_s)}
+    # the broker's storage decides what more consumers can win here: on s3:// every
+    # Fetch lists the partition's objects (README quirk 6), and 4 consumers kept the
+    # 2-core machine busy in SeaweedFS and the broker (ratio 1.01 vs 1.38 in memory)
+    console.print(f"broker storage: {settings.broker_storage} (RAGSTREAM_BROKER_STORAGE)", highlight=False)
     rest = start_worker(log_dir / "bench-autoscale-rest.log", NOT_EMBED, env)
     work = Path(tempfile.mkdtemp(prefix="ragstream-autoscale-"))
     try:

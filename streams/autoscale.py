@@ -79,6 +79,14 @@ class StageScaler:
     A change (up or down) is followed by ``up_cooldown_s`` without changes (new
     consumers join the group, the rate is measured afresh).  Scaling down waits
     until the stage has wanted fewer consumers for ``down_cooldown_s``.
+
+    ``join_grace_s``: for this long after a change, a stage that has committed
+    nothing since (rate unmeasured or 0) is taken to be joining its group, not
+    stuck, and is held.  Without it the first reading after start-up (a consumer
+    takes ~10 s to start and join on the embedded broker) asked for one more
+    consumer, and the measured rate then asked for the rest: 1 -> 2 -> 4, two
+    rebalances, each pausing every consumer of the stage (bench scale --autoscale,
+    2026-12-02).
     """
 
     stage: str
@@ -88,6 +96,7 @@ class StageScaler:
     up_cooldown_s: float
     down_cooldown_s: float
     current: int = 1
+    join_grace_s: float = 0.0
     last_change: float = float("-inf")
     fewer_since: Optional[float] = None
     meter: RateMeter = field(default_factory=RateMeter)
@@ -106,6 +115,8 @@ class StageScaler:
             self.fewer_since = None
         if want == self.current:
             return self.current, why
+        if not rate and lag > 0 and now - self.last_change < self.join_grace_s:
+            return self.current, why + " (consumers joining)"
         if now - self.last_change < self.up_cooldown_s:
             return self.current, why + " (cooling down)"
         if want < self.current and now - self.fewer_since < self.down_cooldown_s:
@@ -142,7 +153,7 @@ def scalers(stages: Sequence[str], settings: Settings) -> dict[str, StageScaler]
                                                                  settings.autoscale_min, 1)))
         out[stage] = StageScaler(stage, lo, hi, settings.autoscale_target_s,
                                  settings.autoscale_up_cooldown_s, settings.autoscale_cooldown_s,
-                                 current=max(lo, 1),
+                                 current=max(lo, 1), join_grace_s=settings.autoscale_join_grace_s,
                                  meter=RateMeter(window_s=max(3 * settings.autoscale_interval_s, 10.0)))
     return out
 

@@ -105,6 +105,9 @@ class Settings(BaseSettings):
     autoscale_interval_s: float = 5.0
     autoscale_up_cooldown_s: float = 20.0
     autoscale_cooldown_s: float = 60.0
+    # after a change, a stage that has committed nothing yet is joining, not stuck:
+    # no "one more consumer" for this long (streams/autoscale.StageScaler)
+    autoscale_join_grace_s: float = 20.0
 
     # pipeline
     enhance_max_batch: int = 64

@@ -56,6 +56,26 @@ def test_scaler_cooldowns():
     assert sc2.current == 4
 
 
+def test_scaler_waits_for_joining_consumers():
+    """Right after start-up nothing is committed while the first consumer joins its
+    group: that is not a stuck backlog, so no "one more" (which, with the rate
+    measured a moment later, made 1 -> 2 -> 4: two rebalances).  Once the rate is
+    measured it goes straight to what the lag needs; nothing committed past the
+    grace is stuck, and gets one more."""
+    sc = StageScaler("embed", 1, 4, target_s=10, up_cooldown_s=8, down_cooldown_s=60,
+                     join_grace_s=20, meter=RateMeter(window_s=10))
+    sc.last_change = 0.0
+    n, why = sc.observe(9, lag=1000, processed=0, partitions=4)
+    assert n == 1 and "joining" in why
+    assert sc.observe(11, lag=1000, processed=0, partitions=4)[0] == 1
+    assert sc.observe(13, lag=980, processed=20, partitions=4)[0] == 4  # 5 msg/s: needs 20, cap 4
+    stuck = StageScaler("embed", 1, 4, target_s=10, up_cooldown_s=8, down_cooldown_s=60,
+                        join_grace_s=20, meter=RateMeter(window_s=10))
+    stuck.last_change = 0.0
+    assert stuck.observe(10, lag=50, processed=0, partitions=4)[0] == 1
+    assert stuck.observe(21, lag=50, processed=0, partitions=4)[0] == 2
+
+
 def test_parse_limits():
     assert parse_limits("embed=1:4, partition=0:2") == {"embed": (1, 4), "partition": (0, 2)}
     assert parse_limits("") == {}
