@@ -7,7 +7,9 @@
   FAILS "timeout after N s".  A transient outage therefore never fails a document
   early: lag grows while the dependency is away (issue 8, failure 9).
 - **Permanent**: a DocumentError (bad bytes, unsupported, too large, a parse
-  deadline), an undecodable record: fails at once.  A crashed parser process
+  deadline), an undecodable record: fails at once.  A DocumentError marked
+  ``permanent=False`` (may pass on a retry: a converter failure or timeout, an I/O
+  error) is transient when an outage caused it, else unexpected.  A crashed parser process
   counts as unexpected (a kill from outside heals; a file that crashes the parser
   every time fails after the third try).
 - **Unexpected** (anything else, i.e. a bug or an unknown library error): retried
@@ -82,6 +84,13 @@ def classify(exc: BaseException) -> str:
 
     Raises nothing; CancelledError is the caller's to re-raise before asking.
     """
+    if isinstance(exc, DocumentError) and not exc.permanent:
+        # "may pass on a retry" (stages/errors.py: a converter failing or timing out,
+        # an I/O error, memory pressure): an outage underneath (the warm converter's
+        # connection refused while it restarts) waits like any outage; anything else
+        # is retried as unexpected and then fails with its own reason (issue 8,
+        # failure 9: this flag used to be ignored, so such errors failed at once)
+        return "transient" if _caused_by_transient(exc) else "unexpected"
     if isinstance(exc, (DocumentError, StageTimeout)):
         return "permanent"
     if isinstance(exc, WorkerCrashed):

@@ -34,6 +34,10 @@ class DeadlineExceeded(BaseException):
 def deadline(seconds: float | None, reason: str) -> Iterator[None]:
     """Raise ``ConversionTimeout(reason)`` if the block runs longer than ``seconds``.
 
+    The timeout is permanent: ``seconds`` is the profile's budget for the document,
+    and a retry would hold a parse process for that long again (the pool's own
+    StageTimeout is permanent too, agents/retry_policy.py).
+
     Nested use keeps the outer timer only (the inner block runs unbounded by itself).
     Code inside the block that swallows ``DeadlineExceeded`` delays the timeout by at
     most ``REFIRE_S`` per swallow; a block that still ends normally raises after it.
@@ -63,8 +67,8 @@ def deadline(seconds: float | None, reason: str) -> Iterator[None]:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except DeadlineExceeded:
-        raise ConversionTimeout(reason) from None
+        raise ConversionTimeout(reason, permanent=True) from None
     finally:
         signal.signal(signal.SIGALRM, previous)
     if fired:  # every alarm was swallowed and the work then finished: still over budget
-        raise ConversionTimeout(reason)
+        raise ConversionTimeout(reason, permanent=True)

@@ -61,6 +61,44 @@ def test_permanent_error_is_not_retried():
     assert isinstance(result, DocumentError) and flaky.calls == 1 and waits == []
 
 
+def _converter_error(cause: BaseException) -> DocumentError:
+    """A ConversionFailed raised as stages/office.py raises it (``from None`` over the
+    client's error, which stays the context)."""
+    from stages.errors import ConversionFailed
+
+    try:
+        try:
+            raise cause
+        except BaseException:
+            raise ConversionFailed("warm converter (http://127.0.0.1:12003) failed on the DOCX") from None
+    except ConversionFailed as exc:
+        return exc
+
+
+def test_a_retryable_document_error_is_not_failed_at_once():
+    """issue 8, failure 9: ``permanent=False`` on a DocumentError was ignored, so a
+    converter failure failed its document on the first try.  Over an outage (the
+    converter restarting: connection refused) it waits like any outage; otherwise
+    it gets the unexpected-error tries and then fails with its own reason."""
+    from agents.retry_policy import classify
+    from stages.errors import ConversionFailed, ConversionTimeout
+
+    restarting = _converter_error(ConnectionRefusedError(111, "Connection refused"))
+    assert classify(restarting) == "transient"
+    flaky = Flaky(*[_converter_error(ConnectionRefusedError(111, "Connection refused")) for _ in range(5)])
+    result, waits = run(_run_policy(flaky))
+    assert result == "ok" and flaky.calls == 6 and len(waits) == 5
+
+    assert classify(ConversionFailed("LibreOffice exited with 1 converting DOCX")) == "unexpected"
+    flaky = Flaky(*[ConversionTimeout("LibreOffice conversion of DOCX timed out after 120 s")] * 5)
+    result, waits = run(_run_policy(flaky))
+    assert isinstance(result, ConversionTimeout) and flaky.calls == UNEXPECTED_ATTEMPTS
+    assert result.reason.startswith("LibreOffice conversion of DOCX timed out")  # its own reason
+
+    assert classify(ConversionFailed("the PDF parser failed on this file", permanent=True)) == "permanent"
+    assert classify(ConversionTimeout("partitioning PDF timed out after 60 s", permanent=True)) == "permanent"
+
+
 def test_unexpected_errors_fail_at_the_third():
     flaky = Flaky(*[RuntimeError("bug")] * 5)
     result, waits = run(_run_policy(flaky))
