@@ -68,7 +68,8 @@ def up(
 @dev_app.command()
 def down(
     service: Optional[list[str]] = typer.Argument(None, help="Services to stop (default: all)."),
-    grace: float = typer.Option(10.0, help="Seconds to wait after the graceful signal before SIGKILL."),
+    grace: float = typer.Option(devstack.STOP_GRACE_S,
+                                help="Seconds to wait after the graceful signal before SIGKILL."),
 ) -> None:
     """Stop the services started from this data_dir (data is kept)."""
     try:

@@ -20,11 +20,11 @@ the supervisor when imported (:data:`supervisor.SERVICE_MODULES`).
 The supervisor's public functions are re-exported here, so callers write
 ``import devstack; devstack.up(settings)``.
 """
-from devstack.supervisor import (LOOPBACK, SERVICE_MODULES, DevStackError, Paths,
+from devstack.supervisor import (LOOPBACK, SERVICE_MODULES, STOP_GRACE_S, DevStackError, Paths,
                                  ProcessExited, Service, ServiceStatus, alive, down,
                                  register, services, status, status_async, unregister,
                                  up, up_async, venv_bin)
 
-__all__ = ["LOOPBACK", "SERVICE_MODULES", "DevStackError", "Paths", "ProcessExited",
+__all__ = ["LOOPBACK", "SERVICE_MODULES", "STOP_GRACE_S", "DevStackError", "Paths", "ProcessExited",
            "Service", "ServiceStatus", "alive", "down", "register", "services", "status",
            "status_async", "unregister", "up", "up_async", "venv_bin"]

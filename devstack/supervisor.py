@@ -538,7 +538,16 @@ def _stop_one(svc: Service, settings: Settings, grace_s: float) -> str:
     return outcome
 
 
-def down(settings: Settings | None = None, *, names: Sequence[str] | None = None, grace_s: float = 10.0) -> dict[str, str]:
+#: seconds a service gets to stop after its graceful signal (``down``).  Quiet, Triton
+#: takes ~2.6 s and SeaweedFS ~2.3 s; 10 s was once too little in a fresh-clone CI run
+#: (test_devstack_up_round_trips_down got "killed after 10s grace" with the whole test
+#: stack busy on 2 cores; which service was cut off was hidden by the truncated
+#: assertion).  30 s is the workers' own shutdown grace (RAGSTREAM_SHUTDOWN_GRACE_S).
+STOP_GRACE_S = 30.0
+
+
+def down(settings: Settings | None = None, *, names: Sequence[str] | None = None,
+         grace_s: float = STOP_GRACE_S) -> dict[str, str]:
     """Stop every (or the named) service started from ``settings.data_dir``, in reverse order.
 
     Sends the service's graceful signal, waits up to ``grace_s`` seconds for its whole
