@@ -84,10 +84,14 @@ def unreachable_message(exc: BaseException, settings: Settings) -> Optional[str]
     if not failures:
         return None
     text = " ".join(str(e) for e in chain)
-    named = [(name, f"{host}:{port}") for (host, port), name in service_endpoints(settings).items()
+    named = [(name, host, port) for (host, port), name in service_endpoints(settings).items()
              if _mentions(text, host, port)]
-    what = f"{named[0][0]} at {named[0][1]}" if named else "a service"
-    said = [e for e in failures if named and named[0][1].split(":")[1] in str(e)]
+    if named:
+        name, host, port = named[0]
+        what = f"{name} at {host}:{port}"
+        said = [e for e in failures if _mentions(str(e), host, port)]
+    else:
+        what, said = "a service", []
     first = (said or failures)[0]
     lines = str(first).strip().splitlines()
     detail = f"{type(first).__name__}: {lines[0] if lines else ''}"[:200]
