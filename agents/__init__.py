@@ -19,9 +19,9 @@ def register(app: faust.App, stage: str, settings: Settings) -> StageContext:
     """Declare ``stage``'s agent (and its timers) on ``app``; returns the context."""
     module = importlib.import_module(f"agents.{stage}")
     sizing = getattr(module, "pool_workers", None)  # a stage that parses more at once
-    warm = getattr(module, "pool_warm", None) if settings.warm_parsers else None
+    preload = getattr(module, "pool_preload", False) and settings.warm_parsers
     ctx = StageContext.for_app(app, settings, pool_workers=sizing(settings) if sizing else None,
-                               pool_warm=warm)
+                               pool_preload=preload)
     declare(app, ctx, module.stage(ctx))
     if hasattr(module, "extras"):
         module.extras(app, ctx)

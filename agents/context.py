@@ -6,7 +6,7 @@ import dataclasses
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import faust
 
@@ -77,14 +77,14 @@ class StageContext:
     @classmethod
     def for_app(cls, app: faust.App, settings: Settings,
                 pool_workers: Optional[int] = None,
-                pool_warm: Optional[Callable[[], Any]] = None) -> "StageContext":
+                pool_preload: bool = False) -> "StageContext":
         """The context of ``app``'s stage; ``pool_workers``: processes of its
-        blocking-work pool (None: the ``stage_workers`` setting); ``pool_warm``: the
-        pool's warm-up (stages/pool.py), and when given the pool's processes start
-        with the app instead of on the first task."""
-        ctx = cls(app, settings, tracked(bind_topics(app)), Resources(settings, pool_workers, pool_warm))
+        blocking-work pool (None: the ``stage_workers`` setting); ``pool_preload``:
+        its processes fork from a server that has loaded the parsers (stages/pool.py),
+        and the pool starts with the app instead of on the first task."""
+        ctx = cls(app, settings, tracked(bind_topics(app)), Resources(settings, pool_workers, pool_preload))
 
-        if pool_warm is not None:
+        if pool_preload:
             @app.task
             async def _start_pool() -> None:
                 try:

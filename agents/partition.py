@@ -28,7 +28,6 @@ from agents.runner import Stage
 from schemas import DocumentStatus, ElementsReady, PartitionTask
 from stages.errors import EmptyDocument
 from stages.partition import partition_file
-from stages.warm import warm_parsers
 from topics import PARTITION_TASKS
 
 STAGE = "partition"
@@ -110,5 +109,5 @@ def stage(ctx: StageContext) -> Stage:
                  concurrency=ctx.settings.partition_concurrency)
 
 
-#: each new parse process loads its parsers before its first task (stages/warm.py)
-pool_warm = warm_parsers
+#: parse processes fork from a server that has loaded the parsers (stages/preload_parsers.py)
+pool_preload = True

@@ -8,10 +8,11 @@ a new process; warm, the same calls took 0.01 s and 0.03 s).  In a pipeline run
 those seconds land on documents: the shared corpus's TXT file spent 10.0 s in
 partition (``ragstream bench peer``, per-stage profile).
 
-:func:`warm_parsers` is the partition pool's ``warm`` (stages/pool.py): each new parse
-process partitions four tiny documents (TXT, PDF with a table and an image, HTML,
-DOCX; made here, nothing read from disk) and imports the sheet and slide
-partitioners, about 5.7 s of one core, before its first task.
+:func:`warm_parsers` partitions four tiny documents (TXT, PDF with a table and an
+image, HTML, DOCX; made here, nothing read from disk) and imports the sheet and slide
+partitioners: about 5.7 s of one core in a spawned process, 3.6 s in the fork server
+of the partition pool, which runs it once (stages/preload_parsers.py) so that every
+parse process forked from it starts warm.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ blocking-work pool per worker process, created inside the running event loop.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from adapters.embedding_cache import EmbeddingCache
 from adapters.metadata import Metadata
@@ -21,9 +21,9 @@ class Resources:
     """Lazily opened clients; ``await close()`` on worker shutdown."""
 
     def __init__(self, settings: Settings, pool_workers: Optional[int] = None,
-                 pool_warm: Optional[Callable[[], Any]] = None):
+                 pool_preload: bool = False):
         self.settings = settings
-        self.pool = BlockingPool(pool_workers or settings.stage_workers, warm=pool_warm)
+        self.pool = BlockingPool(pool_workers or settings.stage_workers, preload=pool_preload)
         self.vectors = VectorStore(settings.milvus_uri)
         self._store: Optional[ObjectStore] = None
         self._metadata: Optional[Metadata] = None

@@ -131,13 +131,11 @@ class Settings(BaseSettings):
     # measured on, and lets a small document pass a long OCR parse.  Each parse
     # process can peak at 3.4 GiB (OCR, measured), so size it to memory too.
     partition_concurrency: int = 2
-    # each new parse process of the partition stage loads its parsers and models
-    # before its first task (stages/warm.py: about 5.7 s of one core), and a worker
-    # starts them at once, so the first documents after a (re)deploy do not pay it.
-    # Off by default until a CI kill-workers drill stall (a replaced partition
-    # worker silent for 2 min, 2026-12-02) is explained: a warm-up delays a
-    # replacement's first task by the whole warm-up, on a loaded machine far longer
-    warm_parsers: bool = False
+    # the partition stage's parse processes fork from a server that loaded the
+    # parsers and models once, when the worker started (stages/preload_parsers.py,
+    # about 3.6 s of one core), so no document pays for them and a replacement
+    # process starts warm at once; false: spawned processes load them on first use
+    warm_parsers: bool = True
     convert_timeout_s: float = 120.0
     # per-document limits (stages/limits.py reads the same RAGSTREAM_* variables; a
     # document over one FAILS with a reason naming it): pixels of one image or

@@ -43,19 +43,15 @@ def pid_then_sleep(pid_file: str, seconds: float) -> int:
     return os.getpid()
 
 
-_WARMED: list[int] = []
+def preload_state(sleep_s: float = 0.0) -> dict:
+    """What a pool process finds loaded (after sleeping ``sleep_s``, so that
+    concurrent calls land on different processes): its ``pid``, the preload's record ``warmed``
+    (``stages.preload_parsers.WARMED``; empty when the module was not preloaded),
+    whether unstructured's PDF partitioner is imported, and its thread count."""
+    import sys
 
-
-def mark_warm() -> None:
-    """A pool warm-up: records this process's pid (read back by :func:`warmed`)."""
-    _WARMED.append(os.getpid())
-
-
-def warm_that_fails() -> None:
-    """A pool warm-up that raises, like a parser library missing a model."""
-    raise RuntimeError("no model here")
-
-
-def warmed() -> list[int]:
-    """The pids the warm-up recorded in this process (``[pid]`` once warmed)."""
-    return list(_WARMED)
+    time.sleep(sleep_s)
+    module = sys.modules.get("stages.preload_parsers")
+    return {"pid": os.getpid(), "warmed": dict(module.WARMED) if module else {},
+            "pdf_loaded": "unstructured.partition.pdf" in sys.modules,
+            "threads": len(os.listdir("/proc/self/task"))}

@@ -161,31 +161,48 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def test_warm_runs_once_in_every_process_before_its_tasks():
-    """``warm`` runs in each pool process before its first task, once: after
-    ``start`` every task finds its process warmed exactly one time, on both processes,
-    and a process that replaces a crashed one is warmed too."""
-    p = BlockingPool(2, warm=t.mark_warm)
+async def test_preloaded_processes_start_with_the_parsers_loaded():
+    """A ``preload`` pool forks its processes from a server that loaded the parsers
+    once: every process, and one that replaces a crashed process, finds them loaded
+    by another process (the server) before its first task, with one thread."""
+    p = BlockingPool(2, preload=True)
     try:
         await p.start()
-        seen = await _outcomes(*(p.run(t.sleep_then, 0.5, None, timeout_s=60) for _ in range(2)))
-        assert seen == [None, None]
-        results = await _outcomes(*(p.run(t.warmed, timeout_s=60) for _ in range(6)))
-        assert all(len(r) == 1 for r in results), results
+        states = await _outcomes(*(p.run(t.preload_state, 1.0, timeout_s=60) for _ in range(2)))
         crashed = await _outcomes(p.run(t.hard_exit, 1, timeout_s=60))
         assert isinstance(crashed[0], WorkerCrashed), crashed
-        after = await _outcomes(*(p.run(t.warmed, timeout_s=60) for _ in range(4)))
-        assert all(len(r) == 1 for r in after), after
+        states += await _outcomes(*(p.run(t.preload_state, 1.0, timeout_s=60) for _ in range(2)))
+        for state in states:
+            assert state["warmed"].get("seconds") is not None, state  # no error
+            assert state["warmed"]["pid"] != state["pid"], state  # loaded in the server
+            assert state["pdf_loaded"] and state["threads"] == 1, state
+        assert len({s["pid"] for s in states}) >= 3, states  # the replacement too
     finally:
         p.close()
 
 
-async def test_a_failing_warm_up_leaves_the_pool_working():
-    """A warm-up that raises is logged; the process still takes tasks."""
-    p = BlockingPool(1, warm=t.warm_that_fails)
+async def test_a_parse_survives_sigterm_to_the_fork_server():
+    """A redeploy sends SIGTERM to the worker's whole process group, the fork server
+    included.  It ignores it: a running task finishes with its result (were the
+    server dead, multiprocessing would report its children as exited, status 255,
+    and the parse would fail as crashed), and the pool goes on forking processes."""
+    import signal
+
+    from multiprocessing import forkserver
+
+    p = BlockingPool(1, preload=True)
     try:
         await p.start()
+        running = asyncio.ensure_future(p.run(t.sleep_then, 2.0, "parsed", timeout_s=60))
+        await asyncio.sleep(0.5)
+        server = forkserver._forkserver._forkserver_pid
+        assert server, "no fork server"
+        os.kill(server, signal.SIGTERM)
+        assert await running == "parsed"
+        crashed = await _outcomes(p.run(t.hard_exit, 1, timeout_s=60))
+        assert isinstance(crashed[0], WorkerCrashed), crashed
         assert await p.run(t.double, 21, timeout_s=60) == 42
+        assert forkserver._forkserver._forkserver_pid == server  # still the same server
     finally:
         p.close()
 
