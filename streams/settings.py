@@ -131,11 +131,13 @@ class Settings(BaseSettings):
     # measured on, and lets a small document pass a long OCR parse.  Each parse
     # process can peak at 3.4 GiB (OCR, measured), so size it to memory too.
     partition_concurrency: int = 2
-    # the partition stage's parse processes fork from a server that loaded the
+    # true: the partition stage's parse processes fork from a server that loaded the
     # parsers and models once, when the worker started (stages/preload_parsers.py,
     # about 3.6 s of one core), so no document pays for them and a replacement
-    # process starts warm at once; false: spawned processes load them on first use
-    warm_parsers: bool = True
+    # process starts warm at once (bench peer: 4.5 core-s less per corpus run).
+    # Off by default: a fresh-clone CI run failed test_scale's 2,048 MiB peak-RSS
+    # check by 37 MiB (RSS counts the pages shared with the server)
+    warm_parsers: bool = False
     convert_timeout_s: float = 120.0
     # per-document limits (stages/limits.py reads the same RAGSTREAM_* variables; a
     # document over one FAILS with a reason naming it): pixels of one image or
