@@ -81,16 +81,21 @@ class _PoolReset(BrokenProcessPool):
 
 
 def _init_worker() -> None:
-    # The parent decides when a pool process ends (deadline, cancel, close).  A SIGTERM
-    # or Ctrl-C sent to the worker's process group (a redeploy, `dev down`) must not
-    # kill a parse half-way and fail its document as "crashed" (drill redeploy).
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_stop_signals()
     limit_threads()
     from stages.filenames import install_log_escaping
 
     install_log_escaping()  # file names in the parsers' log records
     cap_memory()
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGTERM and SIGINT in this process (a pool process or its fork server).
+    The parent decides when a pool process ends (deadline, cancel, close); a SIGTERM
+    or Ctrl-C sent to the worker's process group (a redeploy, `dev down`) must not
+    kill a parse half-way and fail its document as "crashed" (drill redeploy)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def limit_threads() -> None:

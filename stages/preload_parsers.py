@@ -11,7 +11,7 @@ On import, in this order:
 
 1. one thread per native library (``stages.pool.limit_threads``), before anything
    loads numpy or torch: a fork after they started thread pools can hang;
-2. SIGTERM and SIGINT ignored: a redeploy signals the worker's whole process group,
+2. SIGTERM and SIGINT ignored (``stages.pool.ignore_stop_signals``): a redeploy signals the worker's whole process group,
    and a fork server that died would make every running parse look crashed
    (multiprocessing then reports its children's exit status as 255);
 3. :func:`stages.warm.warm_parsers`, interrupted after :data:`WARM_LIMIT_S`; any
@@ -27,11 +27,10 @@ import os
 import signal
 import time
 
-from stages.pool import limit_threads
+from stages.pool import ignore_stop_signals, limit_threads
 
 limit_threads()
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
+ignore_stop_signals()
 
 log = logging.getLogger(__name__)
 
