@@ -135,9 +135,10 @@ class Settings(BaseSettings):
     # parsers and models once, when the worker started (stages/preload_parsers.py,
     # about 3.6 s of one core), so no document pays for them and a replacement
     # process starts warm at once (bench peer: 4.5 core-s less per corpus run).
-    # Off by default: a fresh-clone CI run failed test_scale's 2,048 MiB peak-RSS
-    # check by 37 MiB (RSS counts the pages shared with the server)
-    warm_parsers: bool = False
+    # false: each parse process is spawned cold and loads a parser on its first
+    # document of that kind.  The server's pages are shared by its forks; bench/scale.py
+    # counts them once (PSS)
+    warm_parsers: bool = True
     convert_timeout_s: float = 120.0
     # per-document limits (stages/limits.py reads the same RAGSTREAM_* variables; a
     # document over one FAILS with a reason naming it): pixels of one image or
