@@ -207,6 +207,54 @@ async def test_a_parse_survives_sigterm_to_the_fork_server():
         p.close()
 
 
+# run in an interpreter of its own: a process has one fork server, already started here
+FAILING_PRELOAD = """
+import asyncio, json, sys
+from pathlib import Path
+import stages.pool
+from stages.pool import BlockingPool
+from stages.partition import partition_file
+from stages.profiles import DEFAULT_PROFILES
+from tests import pool_tasks as t
+
+stages.pool.PRELOAD_MODULES = ("tests.preload_failing",)
+
+async def main():
+    p = BlockingPool(1, preload=True)
+    try:
+        await p.start()
+        state = await p.run(t.preload_state, timeout_s=60)
+        txt = Path(sys.argv[1])
+        txt.write_text("Title\\n\\nA paragraph parsed after a failed preload.")
+        elements = await p.run(partition_file, txt, "txt", DEFAULT_PROFILES["default"], timeout_s=120)
+        print(json.dumps({"state": state, "texts": [e["text"] for e in elements]}))
+    finally:
+        p.close()
+
+asyncio.run(main())
+"""
+
+
+def test_a_failing_preload_leaves_the_pool_working(tmp_path: Path):
+    """When the fork server's parser warm-up raises (a missing model, say), the
+    server still comes up, records and logs the error, and its processes parse
+    documents, loading what they need on first use as a spawned process does."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, "-c", FAILING_PRELOAD, str(tmp_path / "doc.txt")],
+                         cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "model file missing" in out["state"]["warmed"].get("error", ""), out
+    assert "seconds" not in out["state"]["warmed"], out
+    assert "preload failed" in run.stderr, run.stderr[-3000:]  # logged, not silent
+    assert any("parsed after a failed preload" in text for text in out["texts"]), out
+
+
 async def test_a_long_task_is_logged_while_awaited(pool1, monkeypatch, caplog):
     """A task awaited past LONG_WAIT_LOG_S is logged as a WARNING (running or not yet
     started), so a stage waiting on its pool for minutes says so."""
