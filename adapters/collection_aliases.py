@@ -8,7 +8,9 @@ moves it, ``ragstream search --alias test`` reads it).  ``adapters.vector_store`
 ``alias_for`` spells both.  A reindex builds ``v{n+1}`` beside the others and moves
 an alias with :func:`point_alias` (Milvus ``alter_alias``: one metadata change, so a
 search sees the old or the new collection, never neither; measured on Milvus Lite
-3.2, ``tests/test_reindex.py``).  Old versions are kept for rollback.
+3.2, ``tests/test_reindex.py``).  Old versions are kept for rollback; the collection
+an alias left at its last move is remembered by a third alias,
+:func:`previous_alias` (``chunks_{project}_previous``, ``chunks_{project}_test_previous``).
 
 Every function runs through the store's reconnecting wrapper
 (``VectorStore.run_sync``) and blocks: call it in a thread from async code.
@@ -77,6 +79,22 @@ def point_alias(store: VectorStore, alias: str, collection: str) -> Optional[str
         return None
 
     return store.run_sync("alter_alias", swap)
+
+
+def previous_alias(alias: str) -> str:
+    """``{alias}_previous``: the alias that remembers the collection ``alias`` pointed at
+    before its last move by a reindex swap or a promote, so that ``ragstream reindex
+    --rollback`` undoes exactly that move (``streams.reindex.rollback``)."""
+    return f"{alias}_previous"
+
+
+def drop_alias(store: VectorStore, alias: str) -> None:
+    """Remove ``alias`` when it exists (the collection it points at stays)."""
+    def drop(client) -> None:
+        if alias in set(client.list_aliases().get("aliases", [])):
+            client.drop_alias(alias)
+
+    store.run_sync("drop_alias", drop)
 
 
 def upsert_rows(store: VectorStore, collection: str, rows: Sequence[dict[str, Any]]) -> int:

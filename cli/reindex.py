@@ -1,7 +1,7 @@
 """``ragstream reindex -p P``: rebuild a project's Milvus collection by replaying its
 retained topic into ``chunks_P_v{n+1}`` and swap an alias to it (the work is
-:mod:`streams.reindex`); ``--rollback`` points the alias back at the previous
-version, ``--promote`` points prod at the test alias's collection, ``--show`` prints
+:mod:`streams.reindex`); ``--rollback`` points the alias back at the collection its
+last swap or promote replaced (else at the next-lower version), ``--promote`` points prod at the test alias's collection, ``--show`` prints
 where the aliases point.
 
 Prints a short report (collection, records replayed, chunks written, seconds,
@@ -30,8 +30,9 @@ def register(app: typer.Typer, console: Console) -> None:
                     None, "--embedder", help="embed again with this backend (onnx|triton) from enhanced-chunks; "
                                              "default: reuse the vectors of the embeddings topic"),
                 alias: str = typer.Option("prod", "--alias", help="which alias to swap: prod (chunks_P) or test"),
-                rollback: bool = typer.Option(False, "--rollback", help="point the alias back at the previous "
-                                                                        "collection version"),
+                rollback: bool = typer.Option(False, "--rollback", help="undo the alias's last move: back to the "
+                                                                        "collection its last swap or promote replaced "
+                                                                        "(else the next-lower version)"),
                 promote: bool = typer.Option(False, "--promote", help="point prod at the test alias's collection"),
                 show: bool = typer.Option(False, "--show", help="print where the prod and test aliases point "
                                                                 "and the collection versions; change nothing"),
@@ -55,7 +56,9 @@ def register(app: typer.Typer, console: Console) -> None:
         if show:
             where = rx.aliases(project, settings=settings)
             typer.echo(json.dumps(where) if as_json else
-                       f"prod → {where['prod']}; test → {where['test']}; versions {where['versions']}")
+                       f"prod → {where['prod']}; test → {where['test']}; versions {where['versions']}; "
+                       f"--rollback: prod → {where['rollback']['prod'] or 'next-lower version'}, "
+                       f"test → {where['rollback']['test'] or 'next-lower version'}")
             return
         try:
             if rollback or promote:

@@ -182,13 +182,15 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     assert _cli("reindex", "-p", project, "--rollback") == {"project": project, "alias": "prod",
                                                               "from": v2, "to": v1}
     assert ca.alias_target(store, alias_for(project)) == v1
-    assert _cli("reindex", "-p", project, "--show") == {"prod": v1, "test": None, "versions": [1, 2]}
+    assert _cli("reindex", "-p", project, "--show") == {"prod": v1, "test": None, "versions": [1, 2],
+                                                          "rollback": {"prod": None, "test": None}}
 
     # the test alias: a new v3 behind chunks_P_test, prod left on v1; search --alias test reads it
     test_report = run(reindex(project, settings=stack, alias="test"))
     v3 = ca.physical_name(project, 3)
     assert (test_report.collection, test_report.previous) == (v3, None)
-    assert aliases(project, settings=stack) == {"prod": v1, "test": v3, "versions": [1, 2, 3]}
+    assert aliases(project, settings=stack) == {"prod": v1, "test": v3, "versions": [1, 2, 3],
+                                                "rollback": {"prod": None, "test": None}}
     hits = run(search("reservoir storage", project=project, k=3, settings=stack, rerank_results=False,
                       alias="test")).hits
     assert hits and "reservoir" in hits[0]["text"].lower()
@@ -214,5 +216,17 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     v4 = ca.physical_name(project, 4)
     assert (onnx_report.topic, onnx_report.collection, onnx_report.previous) == ("ragstream.enhanced-chunks", v4, v3)
     assert ca.chunk_versions(store, v4) == ca.chunk_versions(store, v3)
-    assert aliases(project, settings=stack) == {"prod": v3, "test": v4, "versions": [1, 2, 3, 4]}
+    assert aliases(project, settings=stack) == {"prod": v3, "test": v4, "versions": [1, 2, 3, 4],
+                                                "rollback": {"prod": v1, "test": v3}}
+
+    # --rollback undoes the alias's last move, not "one version lower": prod goes back
+    # to v1, which the promote replaced (v2 is the next-lower version), and the test
+    # alias to v3; a second rollback in a row falls back to the next-lower version
+    assert _cli("reindex", "-p", project, "--rollback") == {"project": project, "alias": "prod",
+                                                              "from": v3, "to": v1}
+    assert _cli("reindex", "-p", project, "--rollback", "--alias", "test") == {
+        "project": project, "alias": "test", "from": v4, "to": v3}
+    assert aliases(project, settings=stack) == {"prod": v1, "test": v3, "versions": [1, 2, 3, 4],
+                                                "rollback": {"prod": None, "test": None}}
+    assert _cli("reindex", "-p", project, "--rollback", "--alias", "test")["to"] == ca.physical_name(project, 2)
     store.close()
