@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional, Sequence
 
-from adapters.vector_store import SPARSE, TEXT_MAX, VectorStore, alias_name, create_chunk_collection
+from adapters.vector_store import (SPARSE, TEXT_MAX, VectorStore, alias_name, create_chunk_collection,
+                                   has_alias)
 
 
 def physical_name(project: str, version: int) -> str:
@@ -38,7 +39,7 @@ def physical_versions(store: VectorStore, project: str) -> dict[int, str]:
 def alias_target(store: VectorStore, alias: str) -> Optional[str]:
     """The physical collection ``alias`` points at, or None when there is no such alias."""
     def target(client) -> Optional[str]:
-        if alias not in set(client.list_aliases().get("aliases", [])):
+        if not has_alias(client, alias):
             return None
         return client.describe_alias(alias)["collection_name"]
 
@@ -69,8 +70,7 @@ def point_alias(store: VectorStore, alias: str, collection: str) -> Optional[str
     ``create_alias``.  Returns the collection it pointed at before (None: new alias)."""
     def swap(client) -> Optional[str]:
         client.load_collection(collection, timeout=store.timeout_s)
-        aliases = set(client.list_aliases().get("aliases", []))
-        if alias in aliases:
+        if has_alias(client, alias):
             before = client.describe_alias(alias)["collection_name"]
             if before != collection:
                 client.alter_alias(collection, alias)
@@ -91,7 +91,7 @@ def previous_alias(alias: str) -> str:
 def drop_alias(store: VectorStore, alias: str) -> None:
     """Remove ``alias`` when it exists (the collection it points at stays)."""
     def drop(client) -> None:
-        if alias in set(client.list_aliases().get("aliases", [])):
+        if has_alias(client, alias):
             client.drop_alias(alias)
 
     store.run_sync("drop_alias", drop)

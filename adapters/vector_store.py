@@ -153,6 +153,12 @@ _CONNECTION_MARKERS = ("fail connecting", "server unavailable", "unavailable", "
                        "connection reset", "goaway")
 
 
+def has_alias(client: MilvusClient, alias: str) -> bool:
+    """True when Milvus alias ``alias`` exists (in the client's database); one
+    ``list_aliases`` call."""
+    return alias in set(client.list_aliases().get("aliases", []))
+
+
 def is_connection_error(exc: BaseException) -> bool:
     """True for errors that mean "no usable connection to Milvus" (retry after
     reconnecting), False for everything else (bad request, missing collection, …).
@@ -377,7 +383,7 @@ class VectorStore:
     def _ensure_locked(self, client: MilvusClient, alias: str, create: bool) -> str:
         if alias in self._ready:
             return alias
-        if alias not in set(client.list_aliases().get("aliases", [])) and not client.has_collection(alias):
+        if not has_alias(client, alias) and not client.has_collection(alias):
             if not create:
                 raise LookupError(f"Milvus alias {alias} does not exist (ragstream reindex --alias test makes it)")
             physical = f"{alias}_v1"

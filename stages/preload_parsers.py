@@ -11,9 +11,10 @@ On import, in this order:
 
 1. one thread per native library (``stages.pool.limit_threads``), before anything
    loads numpy or torch: a fork after they started thread pools can hang;
-2. SIGTERM and SIGINT ignored (``stages.pool.ignore_stop_signals``): a redeploy signals the worker's whole process group,
-   and a fork server that died would make every running parse look crashed
-   (multiprocessing then reports its children's exit status as 255);
+2. SIGTERM and SIGINT ignored (``stages.pool.ignore_stop_signals``): a redeploy
+   signals the worker's whole process group, and a fork server that died would make
+   every running parse look crashed (multiprocessing then reports its children's
+   exit status as 255);
 3. :func:`stages.warm.warm_parsers`, interrupted after :data:`WARM_LIMIT_S`; any
    failure is logged and swallowed (the server must come up: a process then loads
    what it needs on first use, as a spawned one does).

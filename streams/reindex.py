@@ -26,11 +26,12 @@ swap an alias to it (``ragstream reindex``).
    replay goes on to fresh end offsets, polled for up to ``complete_within_s``
    seconds; then :class:`ReindexIncomplete` is raised and no alias moves.
 4. The alias moves (``alter_alias``: atomic; the old collection stays, remembered
-   by the alias's ``_previous`` alias, for ``--rollback``).  Then the catch-up pass reads from the group's offsets to new end
-   offsets: what the live index stage wrote into the old collection between the
-   first end offsets and the swap.  Last, rows the ledger no longer wants (a
-   version superseded, failed or deleted during the run: the index stage removed
-   those from the old collection only) are deleted from the new one.
+   by the alias's ``_previous`` alias, for ``--rollback``).  Then the catch-up pass
+   reads from the group's offsets to new end offsets: what the live index stage
+   wrote into the old collection between the first end offsets and the swap.  Last,
+   rows the ledger no longer wants (a version superseded, failed or deleted during
+   the run: the index stage removed those from the old collection only) are deleted
+   from the new one.
 
 Known limit: a version whose last chunks are indexed by the live stage right after
 the swap, while its first chunks went to the old collection and the catch-up has not

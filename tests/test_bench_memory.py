@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from bench.scale import tree_pss_mb
 
@@ -49,8 +50,5 @@ def test_pages_shared_with_forked_children_count_once():
 def test_a_gone_root_raises():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    try:
+    with pytest.raises(psutil.NoSuchProcess):
         tree_pss_mb(proc.pid)
-    except psutil.NoSuchProcess:
-        return
-    raise AssertionError("a reaped pid must raise psutil.NoSuchProcess")
