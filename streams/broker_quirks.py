@@ -6,8 +6,10 @@ sit together, so the day Tansu fixes one its whole workaround goes in one edit.
 Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one):
 
 1. On memory storage, ListOffsets returns too-low end offsets when a producer batch
-   holds several records.  That corrupts Faust table recovery (it stops reading
-   the changelog early) and consumer lag.  Workaround there:
+   holds several records: it answers the base offset of the partition's last batch
+   + 1 (measured 2026-12-03: batches of 3 then 1 record give 4, exact; 1 then 3
+   give 2; one batch of 5 gives 1).  That corrupts Faust table recovery (it stops
+   reading the changelog early) and consumer lag.  Workaround there:
    ``producer_max_batch_size=1`` — every produce request carries one record, and
    end offsets are exact (:func:`single_record_batches`).  On S3 storage (the
    default) ListOffsets is wrong either way (quirk 5) and single-record batches
