@@ -4,8 +4,9 @@ Process-pool workers run tasks on their main thread, where ``signal.setitimer``
 works and interrupts pure-Python parsers (pdfminer) cleanly.  The alarm raises
 ``DeadlineExceeded``, a BaseException, so parser code's ``except Exception`` cannot
 swallow it; the context manager turns it into ``ConversionTimeout``.  An alarm can
-still be lost — raised inside a ``__del__`` or a GC callback, where Python prints and
-drops exceptions, or caught by a bare ``except`` — so once the deadline has passed
+still be lost — raised inside a ``__del__`` or a GC callback, where Python drops
+exceptions (and, inside the block, does not print them: they are expected), or
+caught by a bare ``except`` — so once the deadline has passed
 the alarm repeats every ``REFIRE_S`` seconds, and a block that ends normally after
 an alarm fired still raises ``ConversionTimeout`` (seen: a 30-page parse with a
 0.2 s budget returned normally in a loaded CI run).  Off the main
@@ -15,6 +16,7 @@ timeout applies.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Iterator
@@ -28,6 +30,16 @@ REFIRE_S = 0.1
 
 class DeadlineExceeded(BaseException):
     """Raised by the alarm inside the block; never escapes ``deadline``."""
+
+
+def _quiet_about_deadlines(hook):
+    """An ``sys.unraisablehook`` that drops a ``DeadlineExceeded`` Python could not
+    raise (the alarm landed in a ``__del__`` or a GC callback: the refiring alarm
+    raises it again where it can) and hands every other unraisable to ``hook``."""
+    def _hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, DeadlineExceeded):
+            hook(unraisable)
+    return _hook
 
 
 @contextmanager
@@ -57,6 +69,8 @@ def deadline(seconds: float | None, reason: str) -> Iterator[None]:
         raise DeadlineExceeded(reason)
 
     previous = signal.signal(signal.SIGALRM, _expired)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_about_deadlines(previous_hook)
     # after the deadline the alarm fires again every REFIRE_S: one raised where Python
     # drops exceptions (a __del__, a GC callback) or caught by a bare ``except`` is
     # raised again at the next point that lets it through
@@ -70,5 +84,6 @@ def deadline(seconds: float | None, reason: str) -> Iterator[None]:
         raise ConversionTimeout(reason, permanent=True) from None
     finally:
         signal.signal(signal.SIGALRM, previous)
+        sys.unraisablehook = previous_hook
     if fired:  # every alarm was swallowed and the work then finished: still over budget
         raise ConversionTimeout(reason, permanent=True)

@@ -136,6 +136,7 @@ class SseReader:
 
     def __init__(self, base: str, key: str, **params: str):
         self.events: list[dict] = []
+        self.error: Exception | None = None  # the stream broke before close()
         self.connected = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(base, key, params), daemon=True)
@@ -143,6 +144,16 @@ class SseReader:
         assert self.connected.wait(30), "SSE stream did not connect"
 
     def _run(self, base: str, key: str, params: dict) -> None:
+        """Read until close(); a transport error after close() is the server going
+        away (tests stop the API right after closing) and ends the thread quietly,
+        one before it is kept in ``error`` for ``wait_for`` to report."""
+        try:
+            self._read(base, key, params)
+        except httpx.TransportError as exc:
+            if not self._stop.is_set():
+                self.error = exc
+
+    def _read(self, base: str, key: str, params: dict) -> None:
         with httpx.stream("GET", f"{base}/v1/status/stream", params=params,
                           headers={"X-API-Key": key}, timeout=httpx.Timeout(60, read=None)) as r:
             r.raise_for_status()
@@ -168,6 +179,8 @@ class SseReader:
             mine = [e for e in self.events if e["document_id"] == document_id]
             if any(e["status"] in statuses for e in mine):
                 return mine
+            if self.error is not None:
+                raise AssertionError(f"the SSE stream broke: {self.error!r}")
             time.sleep(0.2)
         raise TimeoutError(f"no {statuses} for {document_id} on the SSE stream")
 
