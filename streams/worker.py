@@ -65,7 +65,7 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
 
     @app.on_partitions_assigned.connect
     async def _ready(sender, assigned, **kwargs) -> None:  # noqa: ARG001
-        print(f"ragstream worker: {stage} ready, {len(assigned)} topic partitions assigned",
+        print(f"ragstream worker: {stage} ready, assigned {describe_assignment(assigned, app.conf.id)}",
               file=sys.stderr, flush=True)
 
     worker = faust.Worker(app, loglevel=loglevel, quiet=True)
@@ -91,6 +91,21 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def describe_assignment(assigned, app_id: str) -> str:
+    """The stage's topic partitions, e.g. ``"ragstream.uploads [0, 1, 2, 3]"``, from
+    ``assigned`` (a set of TPs).  Faust's own leader topic
+    (``<app id>-__assignor-__leader``, one partition, which every member of the group
+    is assigned) is left out: it carries no work."""
+    leader = f"{app_id}-__assignor-__leader"
+    by_topic: dict[str, list[int]] = {}
+    for tp in assigned:
+        if tp.topic != leader:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return "no partitions (more consumers than partitions)"
+    return "; ".join(f"{topic} {sorted(parts)}" for topic, parts in sorted(by_topic.items()))
 
 
 def stage_metrics_port(base: int, stage: str, replica: int = 0) -> int:
