@@ -84,7 +84,7 @@ def point_alias(store: VectorStore, alias: str, collection: str) -> Optional[str
 def previous_alias(alias: str) -> str:
     """``{alias}_previous``: the alias that remembers the collection ``alias`` pointed at
     before its last move by a reindex swap or a promote, so that ``ragstream reindex
-    --rollback`` undoes exactly that move (``streams.reindex.rollback``)."""
+    --rollback`` undoes exactly that move (``streams.alias_moves.rollback``)."""
     return f"{alias}_previous"
 
 

@@ -41,7 +41,7 @@ def register(app: typer.Typer, console: Console) -> None:
                 as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
         """Rebuild a project's index by replaying its topic into a new collection, then
         swap the alias (search keeps serving the old one until then)."""
-        from streams import reindex as rx
+        from streams import alias_moves, reindex as rx
 
         settings = get_settings()
         if alias not in ("prod", "test"):
@@ -54,16 +54,16 @@ def register(app: typer.Typer, console: Console) -> None:
             typer.echo("error: --rollback and --promote exclude each other", err=True)
             raise typer.Exit(code=2)
         if show:
-            where = rx.aliases(project, settings=settings)
+            where = alias_moves.aliases(project, settings=settings)
             typer.echo(json.dumps(where) if as_json else
                        f"prod → {where['prod']}; test → {where['test']}; versions {where['versions']}; "
-                       f"--rollback: prod → {where['rollback']['prod'] or 'next-lower version'}, "
-                       f"test → {where['rollback']['test'] or 'next-lower version'}")
+                       f"--rollback: prod → {where['rollback']['prod'] or 'nothing to roll back to'}, "
+                       f"test → {where['rollback']['test'] or 'nothing to roll back to'}")
             return
         try:
             if rollback or promote:
-                before, after = asyncio.run(rx.rollback(project, settings=settings, alias=alias) if rollback
-                                            else rx.promote(project, settings=settings))
+                before, after = asyncio.run(alias_moves.rollback(project, settings=settings, alias=alias) if rollback
+                                            else alias_moves.promote(project, settings=settings))
                 name = "test" if rollback and alias == "test" else "prod"
                 out = {"project": project, "alias": name, "from": before, "to": after}
                 typer.echo(json.dumps(out) if as_json else f"{name} alias of {project}: {before} → {after}")

@@ -26,7 +26,7 @@ swap an alias to it (``ragstream reindex``).
    replay goes on to fresh end offsets, polled for up to ``complete_within_s``
    seconds; then :class:`ReindexIncomplete` is raised and no alias moves.
 4. The alias moves (``alter_alias``: atomic; the old collection stays, remembered
-   by the alias's ``_previous`` alias, for ``--rollback``).  Then the catch-up pass
+   by the alias's ``_previous`` alias, for ``--rollback``: streams/alias_moves.py).  Then the catch-up pass
    reads from the group's offsets to new end offsets: what the live index stage
    wrote into the old collection between the first end offsets and the swap.  Last,
    rows the ledger no longer wants (a version superseded, failed or deleted during
@@ -58,6 +58,7 @@ from adapters.vector_store import VectorStore, alias_for, quote_literal
 from adapters.version_ledger import VersionLedger, VersionState
 from schemas import Chunk, EmbeddedChunk
 from streams import broker_quirks
+from streams.alias_moves import move_alias
 from streams.settings import Settings
 from topics import EMBEDDINGS, ENHANCED, TopicSpec
 
@@ -306,7 +307,7 @@ async def reindex(project: str, *, settings: Settings, embedder: Optional[str] =
             missing = await polling(replay_and_check)
             if missing:
                 raise ReindexIncomplete(collection, missing)
-            report.previous = await _move_alias(store, target, collection)
+            report.previous = await move_alias(store, target, collection)
             before = replay.records
             await replay.run_to(await replay.end_offsets())  # catch-up
             report.catch_up_records = replay.records - before
@@ -320,74 +321,5 @@ async def reindex(project: str, *, settings: Settings, embedder: Optional[str] =
         store.close()
 
 
-async def _move_alias(store: VectorStore, alias: str, collection: str) -> Optional[str]:
-    """Point ``alias`` at ``collection`` and remember the collection it left in
-    :func:`~adapters.collection_aliases.previous_alias`; returns that collection
-    (None: a new alias)."""
-    before = await asyncio.to_thread(ca.point_alias, store, alias, collection)
-    if before is not None and before != collection:
-        await asyncio.to_thread(ca.point_alias, store, ca.previous_alias(alias), before)
-    return before
-
-
-async def rollback(project: str, *, settings: Settings, alias: str = "prod") -> tuple[str, str]:
-    """Undo the last move of ``alias``: point it back at the collection its last reindex
-    swap or promote replaced (remembered in ``{alias}_previous``), then forget that.
-    With nothing remembered (a second rollback in a row, or collections made before
-    the previous alias existed), go to the highest physical version below the current
-    one.  Returns (from, to).  Raises LookupError when there is no alias or nothing
-    older to go to."""
-    target = alias_for(project, alias)
-    store = VectorStore(settings.milvus_uri)
-    try:
-        current = await asyncio.to_thread(ca.alias_target, store, target)
-        now = ca.version_of(project, current)
-        if now is None:
-            raise LookupError(f"alias {target} points at no versioned collection ({current!r})")
-        versions = await asyncio.to_thread(ca.physical_versions, store, project)
-        remembered = await asyncio.to_thread(ca.alias_target, store, ca.previous_alias(target))
-        if ca.version_of(project, remembered) in versions and remembered != current:
-            previous = remembered
-        else:
-            older = [v for v in versions if v < now]
-            if not older:
-                raise LookupError(f"{current} is the oldest collection of {project!r}: nothing to roll back to")
-            previous = ca.physical_name(project, max(older))
-        await asyncio.to_thread(ca.point_alias, store, target, previous)
-        await asyncio.to_thread(ca.drop_alias, store, ca.previous_alias(target))
-        return current, previous
-    finally:
-        store.close()
-
-
-async def promote(project: str, *, settings: Settings) -> tuple[Optional[str], str]:
-    """Point the prod alias at the test alias's collection; returns (prod before, now).
-    Raises LookupError when the project has no test alias."""
-    store = VectorStore(settings.milvus_uri)
-    try:
-        tested = await asyncio.to_thread(ca.alias_target, store, alias_for(project, "test"))
-        if tested is None:
-            raise LookupError(f"project {project!r} has no test alias (ragstream reindex --alias test)")
-        before = await _move_alias(store, alias_for(project, "prod"), tested)
-        return before, tested
-    finally:
-        store.close()
-
-
-def aliases(project: str, *, settings: Settings) -> dict[str, Any]:
-    """``{"prod": collection or None, "test": …, "versions": [n, …], "rollback": {"prod":
-    collection or None, "test": …}}`` (blocking); ``rollback`` names what ``--rollback``
-    would go back to by what it remembers (None: the next-lower version, if any)."""
-    store = VectorStore(settings.milvus_uri)
-    try:
-        return {"prod": ca.alias_target(store, alias_for(project, "prod")),
-                "test": ca.alias_target(store, alias_for(project, "test")),
-                "versions": sorted(ca.physical_versions(store, project)),
-                "rollback": {kind: ca.alias_target(store, ca.previous_alias(alias_for(project, kind)))
-                             for kind in ("prod", "test")}}
-    finally:
-        store.close()
-
-
-__all__ = ["ReindexIncomplete", "ReindexReport", "Replay", "aliases", "current_chunk_counts", "missing_chunks",
-           "promote", "prune", "reindex", "rollback", "wanted"]
+__all__ = ["ReindexIncomplete", "ReindexReport", "Replay", "current_chunk_counts", "missing_chunks",
+           "prune", "reindex", "wanted"]

@@ -137,7 +137,8 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     from adapters import collection_aliases as ca
     from adapters.vector_store import VectorStore, alias_for
     from search.query import search
-    from streams.reindex import aliases, reindex
+    from streams.alias_moves import aliases
+    from streams.reindex import reindex
 
     for name, text in DOCS.items():
         (tmp_path / name).write_text(text)
@@ -190,7 +191,7 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     v3 = ca.physical_name(project, 3)
     assert (test_report.collection, test_report.previous) == (v3, None)
     assert aliases(project, settings=stack) == {"prod": v1, "test": v3, "versions": [1, 2, 3],
-                                                "rollback": {"prod": None, "test": None}}
+                                                "rollback": {"prod": None, "test": v2}}
     hits = run(search("reservoir storage", project=project, k=3, settings=stack, rerank_results=False,
                       alias="test")).hits
     assert hits and "reservoir" in hits[0]["text"].lower()
@@ -227,6 +228,6 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     assert _cli("reindex", "-p", project, "--rollback", "--alias", "test") == {
         "project": project, "alias": "test", "from": v4, "to": v3}
     assert aliases(project, settings=stack) == {"prod": v1, "test": v3, "versions": [1, 2, 3, 4],
-                                                "rollback": {"prod": None, "test": None}}
-    assert _cli("reindex", "-p", project, "--rollback", "--alias", "test")["to"] == ca.physical_name(project, 2)
+                                                "rollback": {"prod": None, "test": v2}}
+    assert _cli("reindex", "-p", project, "--rollback", "--alias", "test")["to"] == v2
     store.close()

@@ -1,0 +1,102 @@
+"""Moves of a project's search aliases between its physical collections
+(``ragstream reindex --promote / --rollback / --show``; the swap at the end of a
+reindex, streams/reindex.py, goes through :func:`move_alias` too).
+
+Every move remembers the collection the alias left in a third alias,
+``{alias}_previous`` (``chunks_P_previous``, ``chunks_P_test_previous``), so that
+``--rollback`` undoes exactly the last move; names and the Milvus calls are in
+adapters/collection_aliases.py.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional
+
+from adapters import collection_aliases as ca
+from adapters.vector_store import VectorStore, alias_for
+from streams.settings import Settings
+
+
+async def move_alias(store: VectorStore, alias: str, collection: str) -> Optional[str]:
+    """Point ``alias`` at ``collection`` and remember the collection it left in
+    :func:`~adapters.collection_aliases.previous_alias`; returns that collection
+    (None: a new alias)."""
+    before = await asyncio.to_thread(ca.point_alias, store, alias, collection)
+    if before is not None and before != collection:
+        await asyncio.to_thread(ca.point_alias, store, ca.previous_alias(alias), before)
+    return before
+
+
+def rollback_target(store: VectorStore, project: str, alias_name: str) -> tuple[str, str]:
+    """(collection ``alias_name`` points at, collection ``--rollback`` would point it at),
+    blocking.  The target is the collection the alias's last reindex swap or promote
+    replaced (remembered in ``{alias}_previous``) when that still exists and differs
+    from the current one; otherwise the highest physical version below the current one
+    (a second rollback in a row, or collections made before the previous alias existed).
+    Raises LookupError when there is no alias or nothing older to go to."""
+    current = ca.alias_target(store, alias_name)
+    now = ca.version_of(project, current)
+    if now is None:
+        raise LookupError(f"alias {alias_name} points at no versioned collection ({current!r})")
+    versions = ca.physical_versions(store, project)
+    remembered = ca.alias_target(store, ca.previous_alias(alias_name))
+    if ca.version_of(project, remembered) in versions and remembered != current:
+        return current, remembered
+    older = [v for v in versions if v < now]
+    if not older:
+        raise LookupError(f"{current} is the oldest collection of {project!r}: nothing to roll back to")
+    return current, ca.physical_name(project, max(older))
+
+
+async def rollback(project: str, *, settings: Settings, alias: str = "prod") -> tuple[str, str]:
+    """Undo the last move of ``alias`` (prod or test): point it at
+    :func:`rollback_target`, then forget the remembered collection.  Returns (from, to).
+    Raises LookupError when there is no alias or nothing older to go to."""
+    target = alias_for(project, alias)
+    store = VectorStore(settings.milvus_uri)
+    try:
+        current, previous = await asyncio.to_thread(rollback_target, store, project, target)
+        await asyncio.to_thread(ca.point_alias, store, target, previous)
+        await asyncio.to_thread(ca.drop_alias, store, ca.previous_alias(target))
+        return current, previous
+    finally:
+        store.close()
+
+
+async def promote(project: str, *, settings: Settings) -> tuple[Optional[str], str]:
+    """Point the prod alias at the test alias's collection; returns (prod before, now).
+    Raises LookupError when the project has no test alias."""
+    store = VectorStore(settings.milvus_uri)
+    try:
+        tested = await asyncio.to_thread(ca.alias_target, store, alias_for(project, "test"))
+        if tested is None:
+            raise LookupError(f"project {project!r} has no test alias (ragstream reindex --alias test)")
+        before = await move_alias(store, alias_for(project, "prod"), tested)
+        return before, tested
+    finally:
+        store.close()
+
+
+def aliases(project: str, *, settings: Settings) -> dict[str, Any]:
+    """``{"prod": collection or None, "test": …, "versions": [n, …], "rollback": {"prod":
+    collection or None, "test": …}}`` (blocking); ``rollback`` names where ``--rollback``
+    of that alias would go (:func:`rollback_target`; None: nowhere, it would fail)."""
+    store = VectorStore(settings.milvus_uri)
+    try:
+        return {"prod": ca.alias_target(store, alias_for(project, "prod")),
+                "test": ca.alias_target(store, alias_for(project, "test")),
+                "versions": sorted(ca.physical_versions(store, project)),
+                "rollback": {kind: _rollback_or_none(store, project, alias_for(project, kind))
+                             for kind in ("prod", "test")}}
+    finally:
+        store.close()
+
+
+def _rollback_or_none(store: VectorStore, project: str, alias_name: str) -> Optional[str]:
+    try:
+        return rollback_target(store, project, alias_name)[1]
+    except LookupError:
+        return None
+
+
+__all__ = ["aliases", "move_alias", "promote", "rollback", "rollback_target"]
