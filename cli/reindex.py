@@ -53,10 +53,11 @@ def register(app: typer.Typer, console: Console) -> None:
         if rollback and promote:
             typer.echo("error: --rollback and --promote exclude each other", err=True)
             raise typer.Exit(code=2)
+        _check_milvus(settings)
         if show:
             where = alias_moves.aliases(project, settings=settings)
             typer.echo(json.dumps(where) if as_json else
-                       f"prod → {where['prod']}; test → {where['test']}; versions {where['versions']}; "
+                       f"prod → {where['prod'] or 'none'}; test → {where['test'] or 'none'}; versions {where['versions']}; "
                        f"--rollback: prod → {where['rollback']['prod'] or 'nothing to roll back to'}, "
                        f"test → {where['rollback']['test'] or 'nothing to roll back to'}")
             return
@@ -84,3 +85,18 @@ def register(app: typer.Typer, console: Console) -> None:
                       f"chunks written {report.chunks_written}, documents {report.documents}, "
                       f"pruned {report.pruned}, {report.seconds:.1f} s")
         console.print(f"swapped {report.alias}: {report.previous} → {report.collection}")
+
+
+def _check_milvus(settings) -> None:
+    """Open one Milvus connection without reconnect retries, so that a stopped stack
+    ends the command at once in one line, exit 2 (``cli/main.py``, ``cli/unreachable.py``)
+    instead of after the store's reconnect window (``RAGSTREAM_MILVUS_RECONNECT_S``,
+    60 s, meant for workers riding out a Milvus restart) with a warning per attempt.
+    Raises pymilvus's connection error (connect timeout 5 s)."""
+    from adapters.vector_store import VectorStore
+
+    store = VectorStore(settings.milvus_uri, reconnect_s=0)
+    try:
+        store.client  # noqa: B018 - opening the connection is the check
+    finally:
+        store.close()
