@@ -17,10 +17,18 @@ idle server sessions):
 ``TimeoutError``, which the retry policy (agents/retry_policy.py) treats as transient,
 so the work waits and retries instead of hanging.  No query of ours runs anywhere near
 these limits (the slowest, a migration, uses its own connection).
+
+While PostgreSQL is away, asyncpg's pool keeps reconnecting its ``min_size`` floor in
+the background (1 s doubling to 60 s between attempts) and logs each failed attempt at
+warning level *with its traceback*: a worker left running against a stopped stack wrote
+about 14,000 lines of them (a newcomer run, 2026-12-03).  :class:`OneLineRetryWarnings`,
+installed on the ``asyncpg.pool`` logger by this module, turns each into one line that
+ends with the error (``...; retrying: ConnectionRefusedError: [Errno 111] ...``).
 """
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Optional
 
 import asyncpg
@@ -37,6 +45,28 @@ CONNECT_TIMEOUT_S = 10.0  # TCP + startup of one new connection
 _CREATE_POOL_DEFAULTS = {
     name: p.default for name, p in inspect.signature(asyncpg.create_pool).parameters.items()
     if p.default is not inspect.Parameter.empty and name != "dsn"}
+
+
+class OneLineRetryWarnings(logging.Filter):
+    """A logging filter for the ``asyncpg.pool`` logger: a warning that carries a
+    traceback (the background reconnect of the pool's connection floor) keeps its
+    message with ``: <ExceptionType>: <text>`` appended and loses the traceback.
+    Errors and records without an exception pass unchanged; nothing is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Always True; rewrites ``record`` in place when it is a warning with exc_info."""
+        if record.levelno == logging.WARNING and record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            record.msg = f"{record.getMessage()}: {type(exc).__name__}: {exc}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_ONE_LINE = OneLineRetryWarnings()
+if not any(isinstance(f, OneLineRetryWarnings) for f in logging.getLogger("asyncpg.pool").filters):
+    logging.getLogger("asyncpg.pool").addFilter(_ONE_LINE)
 
 
 class BoundedPool(Pool):
