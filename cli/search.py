@@ -18,11 +18,14 @@ from streams.settings import get_settings
 
 
 def print_hits(hits: list[dict[str, Any]], console: Console) -> None:
-    """Search hits as a table: score, file, page, document, text (first 300 chars)."""
+    """Search hits as a table: score, file and version, page, text (first 240 chars).
+    A chunk of a file without pages (HTML, DOCX, TXT, ...) is stored with page 0 and
+    shown with page "-"."""
     table = Table("score", "file", "page", "text", show_lines=True)
     for h in hits:
         text = " ".join(h["text"].split())
-        table.add_row(f"{h['score']:.3f}", f"{h['filename']}\nv{h['version']}", str(h["page_number"]),
+        page = str(h["page_number"]) if int(h["page_number"] or 0) > 0 else "-"
+        table.add_row(f"{h['score']:.3f}", f"{h['filename']}\nv{h['version']}", page,
                       text[:240] + ("…" if len(text) > 240 else ""))
     console.print(table)
 
@@ -30,7 +33,8 @@ def print_hits(hits: list[dict[str, Any]], console: Console) -> None:
 def result_json(query: str, project: str, k: int, result) -> dict[str, Any]:
     """A :class:`search.query.SearchResult` as one JSON-ready object: ``query``,
     ``project``, ``k``, ``rankers``, ``reranked``, ``fallback_reason`` and ``hits``
-    (each: ``chunk_id``, ``document_id``, ``version``, ``filename``, ``page_number``,
+    (each: ``chunk_id``, ``document_id``, ``version``, ``filename``, ``page_number``
+    (0 for a file without pages),
     ``element_types`` as a list, ``category``, ``text``, ``score``, ``dense_score``)."""
     hits = [{"chunk_id": h["chunk_id"], "document_id": h["document_id"], "version": int(h["version"]),
              "filename": h["filename"], "page_number": int(h["page_number"]),
