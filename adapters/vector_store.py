@@ -12,7 +12,7 @@ SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60,
 :func:`rrf_fuse`: ties broken by the two scores).
 
-Size: ~520 lines — one client class whose every call shares the reconnect wrapper
+Size: ~550 lines — one client class whose every call shares the reconnect wrapper
 (``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
 reads from writes would export those private helpers across modules.
 
@@ -47,6 +47,21 @@ Surviving Milvus restarts and dropped connections:
   loaded-collection cache is cleared (a restarted Milvus has nothing loaded), and
   the call is retried with exponential backoff (tenacity) for up to
   ``reconnect_s`` seconds before the last error is raised.
+
+Milvus Lite quirk (measured 2026-12-03, Milvus Lite 3.2, pymilvus 3.0.2): while a
+``flush`` of a collection runs, other calls on it miss rows that were just written.
+A Strong-consistency ``count(*)`` right after an upsert answered 0 in 6 of 300 tries
+with another connection flushing in a loop, 0 of 300 without; a ``delete`` by filter
+left 9 rows behind in 300 documents.  In the index stage that left a document at
+INDEXING for good (its completion count came up short after its last batch, a
+newcomer's corpus ingest) and could keep an older version's chunks searchable.
+Workaround: this class never overlaps its own ``flush`` with its upserts, deletes,
+counts and id queries (``_flush_gate``); only the index stage flushes, so its reads
+and writes are safe.  Searches are not gated (another process's search during a
+flush may briefly miss rows; nothing is lost).  Two index processes on one Milvus
+Lite could still race each other: the embedded stack runs one (``autoscale_limits``
+leaves index at 1); production Milvus (deploy/) has no such window.
+``tests/test_milvus_lite_flush.py`` shows the quirk and the workaround.
 """
 from __future__ import annotations
 
@@ -287,6 +302,7 @@ class VectorStore:
         self._bm25: dict[str, bool] = {}  # alias → its collection has the BM25 field
         self._ensure_lock = threading.Lock()
         self._lock = threading.Lock()
+        self._flush_gate = threading.Lock()  # flush vs. writes/counts: Milvus Lite quirk above
         self.reconnects = 0  # how many times a broken connection was dropped
 
     @property
@@ -358,6 +374,11 @@ class VectorStore:
                 self._drop(used[0])
             raise
 
+    def _gated(self, op: str, fn: Callable[[MilvusClient], T]) -> T:
+        """:meth:`_call` never overlapping a flush of this store (module docstring)."""
+        with self._flush_gate:
+            return self._call(op, fn)
+
     def run_sync(self, op: str, fn: Callable[[MilvusClient], T]) -> T:
         """``fn(client)`` with this store's reconnects and retries (:meth:`_call`), for
         operations outside this class (adapters/collection_aliases.py)."""
@@ -403,25 +424,27 @@ class VectorStore:
             row["text"] = row["text"][: TEXT_MAX // 4]  # VARCHAR limit is in bytes (UTF-8 ≤ 4)
             row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
         rows = list(rows)
-        self._call("upsert", lambda c: c.upsert(self._ensure(c, alias), rows, timeout=self.timeout_s))
+        self._gated("upsert", lambda c: c.upsert(self._ensure(c, alias), rows, timeout=self.timeout_s))
         return len(rows)
 
     def delete_versions_below_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete a document's chunks of every version lower than ``version``."""
         alias = alias_name(project)
         flt = f"document_id == {quote_literal(document_id)} and version < {int(version)}"
-        self._call("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
+        self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     def delete_version_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete the chunks of one version of a document."""
         alias = self.ensure_collection_sync(project)
-        self.client.delete(alias, filter=f"document_id == {quote_literal(document_id)} and version == {int(version)}")
+        flt = f"document_id == {quote_literal(document_id)} and version == {int(version)}"
+        with self._flush_gate:
+            self.client.delete(alias, filter=flt)
 
     def delete_document_sync(self, project: str, document_id: str) -> None:
         """Delete every chunk of a document."""
         alias = alias_name(project)
         flt = f"document_id == {quote_literal(document_id)}"
-        self._call("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
+        self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     # -- reads ------------------------------------------------------------------------
     def flush_sync(self, project: str) -> None:
@@ -429,7 +452,7 @@ class VectorStore:
         the indexes of unsealed rows (its memtable, up to 128 MB) at every search;
         sealed segments keep theirs (bench/search.py measures both)."""
         alias = alias_name(project)
-        self._call("flush", lambda c: c.flush(self._ensure(c, alias), timeout=self.timeout_s))
+        self._gated("flush", lambda c: c.flush(self._ensure(c, alias), timeout=self.timeout_s))
 
     def count_sync(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         """Number of chunks stored for a document (optionally one version)."""
@@ -437,7 +460,7 @@ class VectorStore:
         flt = f"document_id == {quote_literal(document_id)}"
         if version is not None:
             flt += f" and version == {int(version)}"
-        res = self._call("count", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["count(*)"],
+        res = self._gated("count", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["count(*)"],
                                                     consistency_level="Strong", timeout=self.timeout_s))
         return int(res[0]["count(*)"]) if res else 0
 
@@ -445,7 +468,7 @@ class VectorStore:
         """Every primary key stored for a document (for duplicate checks)."""
         alias = alias_name(project)
         flt = f"document_id == {quote_literal(document_id)}"
-        res = self._call("query", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["chunk_id"],
+        res = self._gated("query", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["chunk_id"],
                                                     limit=16384, timeout=self.timeout_s))
         return [r["chunk_id"] for r in res]
 
