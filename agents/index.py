@@ -10,6 +10,15 @@ synchronously (never the lagging status projection):
 - all ``total`` chunks of the version stored → COMPLETED is claimed and announced
   once (agents/outcomes.py), which removes the older versions' chunks.
 
+A version's chunks reach this stage in order (one document's records share a
+partition), so the batch holding its last chunk (``index == total - 1``) comes after
+every other one: a count below ``total`` then is a stale read, not work still to
+come.  Nothing would count again, and the version would stay INDEXING for good (seen
+once, 2026-12-03: Milvus Lite's count missed rows during a flush; see
+adapters/vector_store.py).  So that count is repeated after :data:`RECOUNT_WAITS_S`;
+still short, the version fails (``internal``) with the counts in its reason instead
+of hanging.
+
 Written rows are flushed (sealed) at most every ``index_flush_interval_s`` seconds
 per project, trailing the last write: Milvus Lite rebuilds the indexes of unsealed
 rows — BM25 included — on every search, so an unflushed corpus of a few hundred
@@ -21,16 +30,41 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Sequence
+from typing import Awaitable, Callable, Sequence
 
 from agents.context import StageContext
 from agents.outcomes import complete_version
 from agents.runner import Stage
 from schemas import DocumentStatus, EmbeddedChunk
+from stages.errors import InternalError
 from topics import EMBEDDINGS
 
 STAGE = "index"
 log = logging.getLogger(__name__)
+# seconds between the counts of a version whose last chunk is stored but whose count
+# is short (about 8 s in all; a Milvus Lite flush takes well under a second)
+RECOUNT_WAITS_S = (0.2, 0.5, 1.0, 2.0, 4.0)
+
+
+async def recount(count: Callable[[], Awaitable[int]], total: int, first: int,
+                  waits: Sequence[float] = RECOUNT_WAITS_S) -> int:
+    """Count again after each of ``waits`` (seconds) until ``count()`` reaches
+    ``total``; ``first`` is the short count that started it.  Returns the count
+    reached (≥ ``total``).
+
+    Raises:
+        InternalError: still short after the last wait; the reason gives the counts.
+    """
+    stored = first
+    for wait in waits:
+        await asyncio.sleep(wait)
+        stored = await count()
+        if stored >= total:
+            log.warning("index: a count of %d of %d chunks was stale; %d on a later count",
+                        first, total, stored)
+            return stored
+    raise InternalError(f"only {stored} of {total} chunks are stored after the last one was "
+                        f"written (counted {len(waits) + 1} times over {sum(waits):g} s)")
 
 
 class TrailingFlush:
@@ -88,6 +122,9 @@ async def settle_version(ctx: StageContext, chunk: EmbeddedChunk) -> None:
     if state.outcome is not None and state.outcome.announced:
         return
     stored = await vectors.count(chunk.project, chunk.document_id, chunk.version)
+    if stored < chunk.total and chunk.index == chunk.total - 1:
+        stored = await recount(lambda: vectors.count(chunk.project, chunk.document_id, chunk.version),
+                               chunk.total, stored)
     if stored >= chunk.total:
         await complete_version(ctx, chunk, chunks=stored, stage=STAGE)
 
@@ -106,7 +143,11 @@ async def index_batch(ctx: StageContext, chunks: Sequence[EmbeddedChunk],
         await ctx.resources.vectors.upsert(project, rows)
         if flusher is not None:
             flusher.written(project)
-    last_of_version = {(c.document_id, c.version): c for c in chunks}
+    last_of_version: dict[tuple[str, int], EmbeddedChunk] = {}
+    for chunk in chunks:  # the highest-index chunk of each version in the batch
+        ref = (chunk.document_id, chunk.version)
+        if ref not in last_of_version or chunk.index > last_of_version[ref].index:
+            last_of_version[ref] = chunk
     for chunk in last_of_version.values():
         await settle_version(ctx, chunk)
 
