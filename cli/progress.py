@@ -50,12 +50,14 @@ def expand_paths(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
 
 async def follow_until_terminal(wanted: dict[str, int], console: Console,
                                 timeout_s: float, since: float = 0.0,
-                                settings: Optional[Settings] = None) -> dict[str, Any]:
+                                settings: Optional[Settings] = None,
+                                last: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """Print transitions of the ``{document_id: version}`` in ``wanted`` until each is
     terminal, ignoring events older than ``since`` (Unix seconds); returns
-    ``{document_id: last StatusEvent}``.  Raises TimeoutError."""
+    ``{document_id: last StatusEvent}``, kept in ``last`` when given (so a caller
+    still has it after a timeout).  Raises TimeoutError."""
     settings = settings or get_settings()
-    last: dict[str, Any] = {}
+    last = {} if last is None else last
 
     async def _follow() -> None:
         async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
@@ -85,6 +87,19 @@ class IngestOutcome:
     def count(self, status: str) -> int:
         """How many queued documents ended in ``status``."""
         return sum(1 for e in self.last.values() if e.status == status)
+
+    def pending_summary(self, wanted: dict[str, int]) -> str:
+        """The queued documents not yet terminal, each as ``<id> v<n> <last status>
+        (<file>)`` (``no status yet`` before the first event), comma-separated."""
+        names = {r.document_id: r.path.name for r in self.results}
+        parts = []
+        for doc, version in wanted.items():
+            ev = self.last.get(doc)
+            if ev is not None and DocumentStatus(ev.status) in TERMINAL:
+                continue
+            parts.append(f"{doc} v{version} {ev.status if ev is not None else 'no status yet'} "
+                         f"({names.get(doc, '?')})")
+        return ", ".join(parts) or "none"
 
 
 async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: str,
@@ -121,11 +136,13 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
     wanted = {r.document_id: r.version for r in outcome.results if r.queued}
     if wait and wanted:
         try:
-            outcome.last = await follow_until_terminal(wanted, console, timeout_s,
-                                                       since=started - 1.0, settings=settings)
+            await follow_until_terminal(wanted, console, timeout_s, since=started - 1.0,
+                                        settings=settings, last=outcome.last)
         except asyncio.TimeoutError:
             outcome.timed_out = True
-            console.print(f"[red]timed out after {timeout_s:.0f} s waiting for terminal states[/red]")
+            console.print(f"[red]timed out after {timeout_s:.0f} s waiting for terminal states; "
+                          f"not finished: {outcome.pending_summary(wanted)}[/red]",
+                          highlight=False, soft_wrap=True)
     return outcome
 
 
