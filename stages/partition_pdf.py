@@ -84,8 +84,10 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
     """
     from unstructured.documents.elements import assign_and_map_hash_ids
 
+    from stages import offpage_text
     from stages.pdf_extras import merge_page_items, scan_pages
 
+    offpage_text.install()  # text drawn outside the page box is not on the page
     total = len(_open(path).pages)
     first, last = pages or (1, total)
     if not 1 <= first <= last <= total:

@@ -87,8 +87,9 @@ def scan_pages(path: Path, first: int, last: int, tables: bool, images: bool,
                         plumber = pdfplumber.open(path)
                     ppage = plumber.pages[number - 1]
                     try:
-                        scan.items += _tables(ppage, scan, meta)
-                        scan.items += _rule_tables(ppage, page, scan, meta)
+                        visible = ppage.crop(ppage.bbox)  # not what is drawn off the page (stages.offpage_text)
+                        scan.items += _tables(visible, scan, meta)
+                        scan.items += _rule_tables(visible, page, scan, meta)
                     except Exception as exc:  # noqa: BLE001 - tables are a bonus, text is not
                         log.warning("table recovery failed on page %d of %s: %s", number, path, exc)
                     finally:
