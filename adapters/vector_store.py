@@ -435,10 +435,9 @@ class VectorStore:
 
     def delete_version_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete the chunks of one version of a document."""
-        alias = self.ensure_collection_sync(project)
+        alias = alias_name(project)
         flt = f"document_id == {quote_literal(document_id)} and version == {int(version)}"
-        with self._flush_gate:
-            self.client.delete(alias, filter=flt)
+        self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     def delete_document_sync(self, project: str, document_id: str) -> None:
         """Delete every chunk of a document."""
