@@ -121,10 +121,12 @@ async def settle_version(ctx: StageContext, chunk: EmbeddedChunk) -> None:
         return
     if state.outcome is not None and state.outcome.announced:
         return
-    stored = await vectors.count(chunk.project, chunk.document_id, chunk.version)
+    def count() -> Awaitable[int]:
+        return vectors.count(chunk.project, chunk.document_id, chunk.version)
+
+    stored = await count()
     if stored < chunk.total and chunk.index == chunk.total - 1:
-        stored = await recount(lambda: vectors.count(chunk.project, chunk.document_id, chunk.version),
-                               chunk.total, stored)
+        stored = await recount(count, chunk.total, stored)
     if stored >= chunk.total:
         await complete_version(ctx, chunk, chunks=stored, stage=STAGE)
 
