@@ -54,6 +54,8 @@ from httpcore._backends.auto import AutoBackend
 from prometheus_client import Counter
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from streams.document_ids import local_id
+
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Ragstream-Signature"
@@ -109,11 +111,14 @@ def callback_body(*, document_id: str, project: str, version: int, status: str,
                   output: Optional[dict[str, str]], error: Optional[str], chunks: int,
                   at: float, error_code: Optional[str] = None) -> bytes:
     """The JSON body (bytes) of a callback.  ``at`` is the Unix time (s) of the state;
-    ``error`` the human sentence and ``error_code`` the stable code of a FAILED one."""
+    ``error`` the human sentence and ``error_code`` the stable code of a FAILED one.
+    ``document_id`` is the scoped id; the body carries the project's own id
+    (streams/document_ids.py), as the API shows it."""
     return orjson.dumps({
         "event": f"document.{status.lower()}",
         "idempotency_key": idempotency_key(document_id, version, status),
-        "document_id": document_id, "project": project, "version": version, "status": status,
+        "document_id": local_id(project, document_id), "project": project, "version": version,
+        "status": status,
         "output": output, "chunks": chunks, "error": error, "error_code": error_code,
         "at": datetime.fromtimestamp(at or time.time(), tz=timezone.utc).isoformat(),
         "at_unix": at,

@@ -1,16 +1,20 @@
 """Physical collections and aliases of a project in Milvus, for reindexing.
 
-A project's chunks live in physical collections ``chunks_{project}_v{n}``
-(n = 1, 2, …); what readers and the index stage use is an alias in front of one of
+A project's chunks live in physical collections ``chunks_{project}__v{n}``
+(n = 1, 2, …; ``{project}`` is the injective encoding of adapters/collection_names.py,
+so no project's names are another's); what readers and the index stage use is an alias in front of one of
 them: ``prod`` = ``chunks_{project}`` (ingestion writes through it, search reads
-it), ``test`` = ``chunks_{project}_test`` (only ``ragstream reindex --alias test``
+it), ``test`` = ``chunks_{project}__test`` (only ``ragstream reindex --alias test``
 moves it, ``ragstream search --alias test`` reads it).  ``adapters.vector_store``
 ``alias_for`` spells both.  A reindex builds ``v{n+1}`` beside the others and moves
 an alias with :func:`point_alias` (Milvus ``alter_alias``: one metadata change, so a
 search sees the old or the new collection, never neither; measured on Milvus Lite
 3.2, ``tests/test_reindex.py``).  Old versions are kept for rollback; the collection
 an alias left at its last move is remembered by a third alias,
-:func:`previous_alias` (``chunks_{project}_previous``, ``chunks_{project}_test_previous``).
+:func:`previous_alias` (``chunks_{project}__previous``, ``chunks_{project}__test__previous``).
+
+Every expression sent to a collection carries the project's term
+(``vector_store.scoped_filter``): the second wall behind the collection name.
 
 Every function runs through the store's reconnecting wrapper
 (``VectorStore.run_sync``) and blocks: call it in a thread from async code.
@@ -20,18 +24,19 @@ from __future__ import annotations
 import re
 from typing import Any, Optional, Sequence
 
+from adapters.collection_names import with_suffix
 from adapters.vector_store import (SPARSE, TEXT_MAX, VectorStore, alias_name, create_chunk_collection,
-                                   has_alias)
+                                   has_alias, scoped_filter)
 
 
 def physical_name(project: str, version: int) -> str:
-    """``chunks_{project}_v{version}`` (``-`` in the project becomes ``_``)."""
-    return f"{alias_name(project)}_v{int(version)}"
+    """``chunks_{project}__v{version}`` (the project encoded: collection_names.py)."""
+    return with_suffix(alias_name(project), f"v{int(version)}")
 
 
 def physical_versions(store: VectorStore, project: str) -> dict[int, str]:
-    """``{n: "chunks_{project}_v{n}"}`` for every physical collection of the project."""
-    pattern = re.compile(re.escape(alias_name(project)) + r"_v(\d+)")
+    """``{n: "chunks_{project}__v{n}"}`` for every physical collection of the project."""
+    pattern = re.compile(re.escape(with_suffix(alias_name(project), "v")) + r"(\d+)")
     names = store.run_sync("list_collections", lambda c: c.list_collections())
     return {int(m.group(1)): name for name in names if (m := pattern.fullmatch(name))}
 
@@ -47,13 +52,13 @@ def alias_target(store: VectorStore, alias: str) -> Optional[str]:
 
 
 def version_of(project: str, collection: Optional[str]) -> Optional[int]:
-    """n of ``chunks_{project}_v{n}``; None for None or another name."""
-    m = re.fullmatch(re.escape(alias_name(project)) + r"_v(\d+)", collection or "")
+    """n of ``chunks_{project}__v{n}``; None for None or another name."""
+    m = re.fullmatch(re.escape(with_suffix(alias_name(project), "v")) + r"(\d+)", collection or "")
     return int(m.group(1)) if m else None
 
 
 def create_version(store: VectorStore, project: str, version: int) -> str:
-    """Create (if missing) and load ``chunks_{project}_v{version}``; returns its name."""
+    """Create (if missing) and load ``chunks_{project}__v{version}``; returns its name."""
     name = physical_name(project, version)
 
     def create(client) -> str:
@@ -82,10 +87,10 @@ def point_alias(store: VectorStore, alias: str, collection: str) -> Optional[str
 
 
 def previous_alias(alias: str) -> str:
-    """``{alias}_previous``: the alias that remembers the collection ``alias`` pointed at
+    """``{alias}__previous``: the alias that remembers the collection ``alias`` pointed at
     before its last move by a reindex swap or a promote, so that ``ragstream reindex
     --rollback`` undoes exactly that move (``streams.alias_moves.rollback``)."""
-    return f"{alias}_previous"
+    return with_suffix(alias, "previous")
 
 
 def drop_alias(store: VectorStore, alias: str) -> None:
@@ -108,17 +113,23 @@ def upsert_rows(store: VectorStore, collection: str, rows: Sequence[dict[str, An
     return len(rows)
 
 
-def delete_where(store: VectorStore, collection: str, expr: str) -> None:
-    """Delete the rows of ``collection`` matching the Milvus expression ``expr``."""
-    store.run_sync("delete", lambda c: c.delete(collection, filter=expr, timeout=store.timeout_s))
+def delete_where(store: VectorStore, project: str, collection: str, expr: str) -> None:
+    """Delete the rows of ``project`` in ``collection`` matching the Milvus expression
+    ``expr`` (the project term is added: :func:`vector_store.scoped_filter`)."""
+    flt = scoped_filter(project, expr)
+    store.run_sync("delete", lambda c: c.delete(collection, filter=flt, timeout=store.timeout_s))
 
 
-def chunk_versions(store: VectorStore, collection: str, batch: int = 4096) -> dict[str, tuple[str, int]]:
-    """``{chunk_id: (document_id, version)}`` of every row in ``collection`` (a query
-    iterator, Strong consistency: writes acknowledged before the call are seen)."""
+def chunk_versions(store: VectorStore, project: str, collection: str,
+                   batch: int = 4096) -> dict[str, tuple[str, int]]:
+    """``{chunk_id: (document_id, version)}`` of every row of ``project`` in
+    ``collection`` (a query iterator, Strong consistency: writes acknowledged before
+    the call are seen)."""
+    flt = scoped_filter(project)
+
     def read(client) -> dict[str, tuple[str, int]]:
         out: dict[str, tuple[str, int]] = {}
-        it = client.query_iterator(collection, batch_size=batch, filter="",
+        it = client.query_iterator(collection, batch_size=batch, filter=flt,
                                    output_fields=["chunk_id", "document_id", "version"],
                                    consistency_level="Strong", timeout=store.timeout_s)
         try:

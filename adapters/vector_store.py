@@ -78,6 +78,8 @@ import grpc
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
+from adapters.collection_names import InvalidProjectName, check_project, project_stem, with_suffix
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -133,15 +135,24 @@ def rrf_fuse(dense: list[dict[str, Any]], bm25: list[dict[str, Any]],
     return sorted(fused.values(), key=lambda h: (-h["score"], -tie_break(h)))
 
 
-class InvalidProjectName(ValueError):
-    """A project name that cannot name a Milvus collection."""
-
-
 def alias_name(project: str) -> str:
-    """``chunks_{project}``; projects are ``[A-Za-z0-9_-]{1,64}`` (``-`` becomes ``_``)."""
-    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", project):
-        raise InvalidProjectName(f"project name {project!r} must match [A-Za-z0-9_-]{{1,64}}")
-    return "chunks_" + project.replace("-", "_")
+    """The project's prod alias, its collection stem ``chunks_{encoded project}``
+    (adapters/collection_names.py: injective, no suffix of one project is another's
+    name); projects are ``[A-Za-z0-9_-]{1,64}``, else InvalidProjectName."""
+    return project_stem(project)
+
+
+def project_term(project: str) -> str:
+    """The Milvus expression ``project == "<project>"``: the second wall of tenant
+    isolation, put in every search, count, query and delete this module and
+    adapters/collection_aliases.py send (the first is the collection itself)."""
+    return f"project == {quote_literal(check_project(project))}"
+
+
+def scoped_filter(project: str, expr: str = "") -> str:
+    """``project == "<project>"`` and, when given, ``(expr)``."""
+    term = project_term(project)
+    return f"{term} and ({expr})" if expr.strip() else term
 
 
 ALIASES = ("prod", "test")
@@ -149,11 +160,11 @@ ALIASES = ("prod", "test")
 
 def alias_for(project: str, alias: str = "prod") -> str:
     """The project's ``prod`` alias (:func:`alias_name`, what ingestion writes) or its
-    ``test`` alias ``chunks_{project}_test`` (made by ``ragstream reindex --alias test``
+    ``test`` alias ``chunks_{project}__test`` (made by ``ragstream reindex --alias test``
     and searched with ``--alias test``).  Raises ValueError for another alias kind."""
     if alias not in ALIASES:
         raise ValueError(f"alias must be one of {ALIASES}, not {alias!r}")
-    return alias_name(project) + ("_test" if alias == "test" else "")
+    return with_suffix(alias_name(project), "test") if alias == "test" else alias_name(project)
 
 
 # gRPC channel options Milvus Lite's server accepts (see the module docstring)
@@ -407,7 +418,7 @@ class VectorStore:
         if not has_alias(client, alias) and not client.has_collection(alias):
             if not create:
                 raise LookupError(f"Milvus alias {alias} does not exist (ragstream reindex --alias test makes it)")
-            physical = f"{alias}_v1"
+            physical = with_suffix(alias, "v1")
             create_chunk_collection(client, physical)
             _unless_exists(lambda: client.create_alias(physical, alias))
         client.load_collection(alias, timeout=self.timeout_s)
@@ -430,19 +441,19 @@ class VectorStore:
     def delete_versions_below_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete a document's chunks of every version lower than ``version``."""
         alias = alias_name(project)
-        flt = f"document_id == {quote_literal(document_id)} and version < {int(version)}"
+        flt = scoped_filter(project, f"document_id == {quote_literal(document_id)} and version < {int(version)}")
         self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     def delete_version_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete the chunks of one version of a document."""
         alias = alias_name(project)
-        flt = f"document_id == {quote_literal(document_id)} and version == {int(version)}"
+        flt = scoped_filter(project, f"document_id == {quote_literal(document_id)} and version == {int(version)}")
         self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     def delete_document_sync(self, project: str, document_id: str) -> None:
         """Delete every chunk of a document."""
         alias = alias_name(project)
-        flt = f"document_id == {quote_literal(document_id)}"
+        flt = scoped_filter(project, f"document_id == {quote_literal(document_id)}")
         self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
 
     # -- reads ------------------------------------------------------------------------
@@ -456,9 +467,10 @@ class VectorStore:
     def count_sync(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         """Number of chunks stored for a document (optionally one version)."""
         alias = alias_name(project)
-        flt = f"document_id == {quote_literal(document_id)}"
+        expr = f"document_id == {quote_literal(document_id)}"
         if version is not None:
-            flt += f" and version == {int(version)}"
+            expr += f" and version == {int(version)}"
+        flt = scoped_filter(project, expr)
         res = self._gated("count", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["count(*)"],
                                                     consistency_level="Strong", timeout=self.timeout_s))
         return int(res[0]["count(*)"]) if res else 0
@@ -466,7 +478,7 @@ class VectorStore:
     def chunk_ids_sync(self, project: str, document_id: str) -> list[str]:
         """Every primary key stored for a document (for duplicate checks)."""
         alias = alias_name(project)
-        flt = f"document_id == {quote_literal(document_id)}"
+        flt = scoped_filter(project, f"document_id == {quote_literal(document_id)}")
         res = self._gated("query", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["chunk_id"],
                                                     limit=16384, timeout=self.timeout_s))
         return [r["chunk_id"] for r in res]
@@ -477,7 +489,8 @@ class VectorStore:
         ``alias``: "prod" or "test" (:func:`alias_for`; a missing test alias: LookupError)."""
         name = alias_for(project, alias)
         data = [list(vector)]
-        res = self._call("search", lambda c: c.search(self._ensure(c, name, alias == "prod"), data=data, limit=k, filter=filter,
+        flt = scoped_filter(project, filter)
+        res = self._call("search", lambda c: c.search(self._ensure(c, name, alias == "prod"), data=data, limit=k, filter=flt,
                                                       output_fields=OUTPUT_FIELDS, anns_field="vector",
                                                       timeout=self.timeout_s))
         hits = []
@@ -511,7 +524,7 @@ class VectorStore:
         with ThreadPoolExecutor(2) as pool:  # the two searches at once (the client is thread-safe)
             dense_f = pool.submit(self.search_sync, project, q, k, filter, alias)
             bm25_f = pool.submit(self._call, "search", lambda c: c.search(
-                self._ensure(c, name, create), data=[query], limit=k, filter=filter,
+                self._ensure(c, name, create), data=[query], limit=k, filter=scoped_filter(project, filter),
                 output_fields=OUTPUT_FIELDS + ["vector"], anns_field=SPARSE,
                 search_params={"metric_type": "BM25"}, timeout=self.timeout_s))
             dense_hits = [{**h, "dense_score": h["score"]} for h in dense_f.result()]

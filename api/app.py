@@ -19,6 +19,7 @@ from api.lag import stage_lag
 from api.search import router as search_router
 from api.sse import event_stream
 from api.state import ApiState
+from streams.document_ids import InvalidDocumentId, scoped_id
 from streams.settings import Settings, get_settings
 
 STATIC = Path(__file__).parent / "static"
@@ -117,6 +118,11 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         status``, ``id:`` = sequence, JSON data), live from the status topic."""
         if project is not None and project != key_project:
             raise HTTPException(404, "project not found")
+        if document_id is not None:
+            try:
+                document_id = scoped_id(key_project, document_id)
+            except InvalidDocumentId as exc:
+                raise HTTPException(422, str(exc)) from exc
 
         async def body():
             SSE_CLIENTS.inc()

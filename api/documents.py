@@ -29,7 +29,8 @@ from api.auth import get_state, require_project
 from api.state import ApiState
 from stages.filenames import original_name_metadata, safe_filename
 from api.uploads import BadUpload, StagedFile, UploadTooLarge, hash_object, receive_multipart
-from streams.ingest import default_document_id, queue_delete, queue_version
+from streams.document_ids import DOC_ID_RE, InvalidDocumentId, default_document_id, local_id, scoped_id
+from streams.ingest import queue_delete, queue_version
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -37,7 +38,6 @@ UPLOADS_TOTAL = Counter("ragstream_api_uploads_total", "Uploads by outcome", ["o
 UPLOAD_BYTES = Counter("ragstream_api_upload_bytes_total", "Bytes received in accepted uploads")
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-DOC_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 MULTIPART_OVERHEAD = 1024 * 1024  # bytes of form fields and boundaries allowed above the file limit
 
 
@@ -178,8 +178,7 @@ UPLOAD_OPENAPI: dict[str, Any] = {
         },
     },
     "responses": {"413": {"description": "larger than the upload limit; nothing stored"},
-                  "415": {"description": "neither multipart/form-data nor application/json"},
-                  "409": {"description": "the document id belongs to another project"}},
+                  "415": {"description": "neither multipart/form-data nor application/json"}},
 }
 
 
@@ -210,12 +209,6 @@ def _check_fields(key_project: str, project: Optional[str], category: Optional[s
     return project, category
 
 
-async def _check_owner(state: ApiState, document_id: str, project: str) -> None:
-    row = await state.metadata.latest_version(document_id)
-    if row is not None and row["project"] != project:
-        raise HTTPException(409, f"document id {document_id!r} is in use by another project")
-
-
 @router.post("/documents", status_code=202, response_model=UploadAccepted, openapi_extra=UPLOAD_OPENAPI,
              summary="Upload a document (multipart) or reference an object in S3 (JSON)")
 async def upload(request: Request, key_project: str = Depends(require_project),
@@ -225,8 +218,9 @@ async def upload(request: Request, key_project: str = Depends(require_project),
     Multipart: field ``file`` plus optional form fields ``project``, ``category``,
     ``document_id``, ``callback_url``.  JSON: :class:`ReferenceUpload`.  Same bytes as
     the latest version → ``queued=false`` and nothing new.  Errors: 401, 403 (another
-    project), 409 (id owned by another project), 413 (too large, nothing stored),
-    415, 422.
+    project), 413 (too large, nothing stored), 415, 422.  Document ids are the
+    project's own (streams/document_ids.py): the same id in another project is
+    another document, so no id is ever "taken".
     """
     settings = state.settings
     limit = settings.api_max_upload_bytes
@@ -317,9 +311,7 @@ async def _queue(state: ApiState, staged: StagedFile, *, project: str, category:
                  source_bucket: str) -> UploadAccepted:
     store = state.store
     # the id hashes the name as sent, so two names that sanitise alike stay two documents
-    document_id = document_id or default_document_id(project, staged.original_filename
-                                                     or staged.filename)
-    await _check_owner(state, document_id, project)
+    document_id = document_id or default_document_id(staged.original_filename or staged.filename)
     meta = original_name_metadata(staged.original_filename)
 
     async def put_raw(raw_key: str) -> None:  # server-side copy, no bytes through the API
@@ -345,10 +337,10 @@ async def _queue(state: ApiState, staged: StagedFile, *, project: str, category:
         UPLOADS_TOTAL.labels("unchanged").inc()
     row = await state.metadata.get_document(result.document_id)
     return UploadAccepted(
-        document_id=result.document_id, version=result.version,
+        document_id=result.local_id, version=result.version,
         status=row["status"] if row else DocumentStatus.QUEUED.value, queued=result.queued,
         reason=result.reason, sha256=staged.sha256, size=staged.size,
-        status_url=status_url(result.document_id), filename=staged.filename,
+        status_url=status_url(result.local_id), filename=staged.filename,
         original_filename=staged.original_filename)
 
 
@@ -362,18 +354,26 @@ async def _document_out(state: ApiState, row: dict[str, Any], version_row: Optio
     if with_callbacks:
         callbacks = [CallbackInfo(**c) for c in await state.callbacks.for_document(row["document_id"])]
     vr = version_row if version_row and version_row["version"] == row["version"] else None
+    own_id = local_id(row["project"], row["document_id"])
     return DocumentOut(
-        document_id=row["document_id"], project=row["project"],
+        document_id=own_id, project=row["project"],
         category=vr["category"] if vr else "", filename=row["filename"], version=row["version"],
         status=row["status"], stage=row["stage"], chunks_total=row["chunks_total"],
         chunks_done=row["chunks_done"], pages=row["pages"], error=row["error"],
         error_code=row.get("error_code"), sha256=vr["sha256"] if vr else "", size=vr["size"] if vr else 0, output=output,
         callbacks=callbacks, created_at=row["created_at"], updated_at=row["updated_at"],
-        status_url=status_url(row["document_id"]))
+        status_url=status_url(own_id))
 
 
 async def _owned(state: ApiState, document_id: str, project: str) -> dict[str, Any]:
-    row = await state.metadata.get_document(document_id)
+    """The projection row of the key's project's document ``document_id`` (its own
+    id: looked up by the scoped id, so another project's document is unreachable);
+    404 when there is none or the id is malformed."""
+    try:
+        key = scoped_id(project, document_id)
+    except (InvalidDocumentId, InvalidProjectName):
+        raise HTTPException(404, "document not found") from None
+    row = await state.metadata.get_document(key)
     if row is None or row["project"] != project:
         raise HTTPException(404, "document not found")
     return row
@@ -385,7 +385,7 @@ async def get_document(document_id: str, project: str = Depends(require_project)
                        state: ApiState = Depends(get_state)) -> DocumentOut:
     """Status, version, stage, counts, error, timestamps and callbacks of a document."""
     row = await _owned(state, document_id, project)
-    return await _document_out(state, row, await state.metadata.latest_version(document_id), True)
+    return await _document_out(state, row, await state.metadata.latest_version(row["document_id"]), True)
 
 
 @router.get("/documents", response_model=DocumentPage)
@@ -427,11 +427,11 @@ async def delete_document(document_id: str,
     row = await _owned(state, document_id, project)
     if callback_url is not None:
         _check_fields(project, None, None, None, callback_url)
-    version_row = await state.metadata.latest_version(document_id)
+    version_row = await state.metadata.latest_version(row["document_id"])
     if version_row is None:
         raise HTTPException(404, "document not found")
     await queue_delete(
-        document_id=document_id, version=version_row["version"], project=project,
+        document_id=row["document_id"], version=version_row["version"], project=project,
         category=version_row["category"], filename=version_row["filename"],
         bucket=state.store.bucket, key=version_row["raw_key"], sha256=version_row["sha256"],
         size=version_row["size"], producer=state.producer, metadata=state.metadata,

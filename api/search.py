@@ -92,13 +92,16 @@ async def search_route(body: SearchRequest, key_project: str = Depends(require_p
 
     if body.project is not None and body.project != key_project:
         raise HTTPException(403, f"this API key is not valid for project {body.project!r}")
-    filters = SearchFilters(category=body.category, document_id=body.document_id,
+    from streams.document_ids import local_id, scoped_id
+
+    own = scoped_id(key_project, body.document_id) if body.document_id is not None else None
+    filters = SearchFilters(category=body.category, document_id=own,
                             page_from=body.page_from, page_to=body.page_to)
     start = time.perf_counter()
     result = await search(body.query, project=key_project, k=body.k, settings=state.settings,
                           filters=filters, clients=SearchClients(state.metadata, state.vectors))
     ms = (time.perf_counter() - start) * 1000
-    hits = [SearchHit(document_id=h["document_id"], version=int(h["version"]),
+    hits = [SearchHit(document_id=local_id(key_project, h["document_id"]), version=int(h["version"]),
                       filename=h.get("filename") or "", page_number=h.get("page_number"),
                       element_types=_element_types(h.get("element_types")), text=h.get("text") or "",
                       score=float(h["score"]),

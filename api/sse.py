@@ -28,6 +28,7 @@ from aiokafka import AIOKafkaConsumer
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_fixed
 
 from schemas import StatusEvent
+from streams.document_ids import local_id
 from streams.kafka_io import tail_status
 from topics import STATUS
 
@@ -153,8 +154,10 @@ class StatusHub:
 
 
 def frame(ev: StatusEvent) -> bytes:
-    """One SSE frame for a status event."""
-    return b"id: %d\nevent: status\ndata: %s\n\n" % (ev.seq, orjson.dumps(ev.asdict()))
+    """One SSE frame for a status event (its ``document_id`` the project's own id)."""
+    data = ev.asdict()
+    data["document_id"] = local_id(ev.project, ev.document_id)
+    return b"id: %d\nevent: status\ndata: %s\n\n" % (ev.seq, orjson.dumps(data))
 
 
 async def event_stream(hub: StatusHub, *, project: str, document_id: Optional[str],

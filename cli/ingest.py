@@ -35,7 +35,8 @@ def register(app: typer.Typer, console: Console) -> None:
                                                   timeout_s=timeout, console=console)))
 
     @app.command()
-    def status(document: Optional[str] = typer.Argument(None),
+    def status(document: Optional[str] = typer.Argument(
+                   None, help="a document's scoped id PROJECT.ID, as ingest prints it"),
                follow: bool = typer.Option(False, "--follow", "-f", help="tail the status topic live"),
                project: Optional[str] = typer.Option(None, "--project", "-p"),
                as_json: bool = typer.Option(False, "--json",

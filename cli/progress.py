@@ -36,15 +36,42 @@ def expand_paths(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     """``(files, skipped)``: files as given and folders expanded to their files (sorted,
     recursive), and the dot-files (or files under dot-folders) the expansion skipped.
     A dot-file named explicitly is kept."""
-    out: list[Path] = []
+    found, skipped = expand_with_sources(paths)
+    return [f for f, _ in found], skipped
+
+
+class DuplicateSourcePath(ValueError):
+    """Two files of one ingest call would be the same document (same source path)."""
+
+
+def expand_with_sources(paths: Sequence[Path]) -> tuple[list[tuple[Path, str]], list[Path]]:
+    """As :func:`expand_paths`, each file with its *source path*: its path relative to
+    the folder argument it was found under (``/``-separated, e.g. ``a/notes.txt``), or
+    its name for a file given directly.  The default document id hashes the source
+    path (streams/document_ids.py), so same-named files in two folders of one tree are
+    two documents.  Raises DuplicateSourcePath naming both files when two arguments
+    give the same source path (``ingest x/ y/`` with ``x/notes.txt`` and
+    ``y/notes.txt``): ingest them one call each, or their common parent."""
+    out: list[tuple[Path, str]] = []
     skipped: list[Path] = []
     for p in paths:
         if p.is_dir():
             for f in sorted(f for f in p.rglob("*") if f.is_file()):
-                hidden = any(part.startswith(".") for part in f.relative_to(p).parts)
-                (skipped if hidden else out).append(f)
+                rel = f.relative_to(p)
+                hidden = any(part.startswith(".") for part in rel.parts)
+                if hidden:
+                    skipped.append(f)
+                else:
+                    out.append((f, rel.as_posix()))
         else:
-            out.append(p)
+            out.append((p, p.name))
+    first: dict[str, Path] = {}
+    for f, source in out:
+        if source in first and first[source].resolve() != f.resolve():
+            raise DuplicateSourcePath(
+                f"{first[source]} and {f} would be one document (both are {source!r} under the "
+                "paths given): ingest their common parent folder, or each in its own call")
+        first.setdefault(source, f)
     return out, skipped
 
 
@@ -110,7 +137,8 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
     print every status transition of the queued documents until all are terminal.
     ``settings`` defaults to the process settings (RAGSTREAM_* environment)."""
     settings = settings or get_settings()
-    files, skipped = expand_paths(paths)
+    found, skipped = expand_with_sources(paths)
+    files = [f for f, _ in found]
     if skipped:
         console.print(f"skipped {len(skipped)} dot-file(s): "
                       + ", ".join(shown(str(f)) for f in skipped), highlight=False, soft_wrap=True)
@@ -125,10 +153,10 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
     async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
             producer(settings.kafka_bootstrap) as prod:
         await store.ensure_bucket()
-        for f in files:
+        for f, source in found:
             res = await ingest_file(f, project=project, category=category, store=store,
                                     metadata=metadata, producer=prod, document_id=document_id,
-                                    force=force)
+                                    force=force, source_path=source)
             outcome.results.append(res)
             verb = "queued" if res.queued else f"skipped ({res.reason})"
             console.print(f"{shown(verb):>18}  {res.document_id}  v{res.version}  {shown(str(f))}",

@@ -1,5 +1,5 @@
 """``ragstream reindex -p P``: rebuild a project's Milvus collection by replaying its
-retained topic into ``chunks_P_v{n+1}`` and swap an alias to it (the work is
+retained topic into ``chunks_P__v{n+1}`` and swap an alias to it (the work is
 :mod:`streams.reindex`); ``--rollback`` points the alias back at the collection its
 last swap or promote replaced (else at the next-lower version), ``--promote`` points
 prod at the test alias's collection, ``--show`` prints where the aliases point.

@@ -59,7 +59,7 @@ def register(app: typer.Typer, console: Console) -> None:
                page_to: Optional[int] = typer.Option(None, "--page-to", min=1, help="last page (inclusive)"),
                mode: str = typer.Option("hybrid", "--mode", help="hybrid (dense + BM25) or dense"),
                alias: str = typer.Option("prod", "--alias",
-                                         help="prod (chunks_P) or test (chunks_P_test, made by reindex --alias test)")
+                                         help="prod (chunks_P) or test (chunks_P__test, made by reindex --alias test)")
                ) -> None:
         """Search a project's chunks (dense + BM25, reranked when a cross-encoder is
         configured); prints score, document, page and text, or JSON with --json."""

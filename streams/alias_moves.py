@@ -3,7 +3,7 @@
 reindex, streams/reindex.py, goes through :func:`move_alias` too).
 
 Every move remembers the collection the alias left in a third alias,
-``{alias}_previous`` (``chunks_P_previous``, ``chunks_P_test_previous``), so that
+``{alias}__previous`` (``chunks_P__previous``, ``chunks_P__test__previous``), so that
 ``--rollback`` undoes exactly the last move; names and the Milvus calls are in
 adapters/collection_aliases.py.
 """
@@ -30,7 +30,7 @@ async def move_alias(store: VectorStore, alias: str, collection: str) -> Optiona
 def rollback_target(store: VectorStore, project: str, alias_name: str) -> tuple[str, str]:
     """(collection ``alias_name`` points at, collection ``--rollback`` would point it at),
     blocking.  The target is the collection the alias's last reindex swap or promote
-    replaced (remembered in ``{alias}_previous``) when that still exists and differs
+    replaced (remembered in ``{alias}__previous``) when that still exists and differs
     from the current one; otherwise the highest physical version below the current one
     (a second rollback in a row, or collections made before the previous alias existed).
     Raises LookupError when there is no alias or nothing older to go to."""

@@ -1,12 +1,15 @@
 """Uploading documents: store the raw bytes, register the version, produce the event.
 
 Used by the CLI (``ragstream ingest``) and the HTTP API.  The document id defaults
-to a stable hash of (project, file name), so ingesting a changed file with the same
-name makes version n+1 of the same document, and the same bytes again make nothing.
+to a stable hash of the file's path relative to what was ingested
+(streams/document_ids.py), so ingesting a changed file at the same path makes version
+n+1 of the same document, and the same bytes again make nothing.  The id a caller
+gives or gets is its project's own; what is registered and sent is the scoped id
+``{project}.{id}`` (``IngestResult.document_id``; ``IngestResult.local_id`` is the
+project's own).
 """
 from __future__ import annotations
 
-import hashlib
 import mimetypes
 import time
 from dataclasses import dataclass, replace
@@ -17,20 +20,17 @@ from adapters.metadata import Metadata
 from adapters.object_keys import raw_key
 from adapters.object_store import ObjectStore, sha256_file
 from adapters.vector_store import alias_name
+from streams.document_ids import default_document_id, local_id, scoped_id
 from stages.filenames import original_name_metadata, safe_filename
 from schemas import DELETE, UPLOAD, DocumentStatus, UploadEvent, status_event
 from streams.kafka_io import send_record
 from topics import STATUS, UPLOADS
 
 
-def default_document_id(project: str, filename: str) -> str:
-    """``doc-`` + the first 20 hex digits of sha1(project/filename)."""
-    return "doc-" + hashlib.sha1(f"{project}/{filename}".encode()).hexdigest()[:20]
-
-
 @dataclass(frozen=True)
 class IngestResult:
-    """What happened to one file: its id and version, and whether an event was sent."""
+    """What happened to one file: its scoped id (``{project}.{id}``, the pipeline's
+    key) and version, and whether an event was sent."""
 
     path: Path
     document_id: str
@@ -38,12 +38,23 @@ class IngestResult:
     queued: bool
     reason: str = ""
     raw_key: str = ""
+    project: str = ""
+
+    @property
+    def local_id(self) -> str:
+        """The project's own id of the document (what the API and the CLI show)."""
+        return local_id(self.project, self.document_id)
 
 
 async def ingest_file(path: Path, *, project: str, category: str, store: ObjectStore,
                       metadata: Metadata, producer, document_id: Optional[str] = None,
-                      callback_url: Optional[str] = None, force: bool = False) -> IngestResult:
+                      callback_url: Optional[str] = None, force: bool = False,
+                      source_path: Optional[str] = None) -> IngestResult:
     """Upload one file and queue it.
+
+    ``document_id``: the project's own id; None: :func:`default_document_id` of
+    ``source_path`` (the path relative to an ingested directory, ``/``-separated),
+    else of the file's name.
 
     Same bytes as the document's latest version → nothing is sent (``queued=False``)
     unless ``force`` (then the same version is re-sent: a no-op for the index).
@@ -60,7 +71,7 @@ async def ingest_file(path: Path, *, project: str, category: str, store: ObjectS
     filename = safe_filename(original)  # sanitised once, here at the CLI's edge
     content_type = mimetypes.guess_type(filename)[0] or "application/octet-stream"
     meta = original_name_metadata(original if original != filename else None)
-    document_id = document_id or default_document_id(project, original)
+    document_id = document_id or default_document_id(source_path or original)
 
     async def put_raw(key: str) -> None:
         await store.put_file(key, path, content_type, metadata=meta)
@@ -86,13 +97,16 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
     → nothing is stored or sent (``queued=False``, ``reason="unchanged"``) unless
     ``force`` — or unless that version's events were never sent (an earlier attempt
     lost the broker after registering it): then this call sends them.
-    ``result.path`` is ``Path(filename)``.  Raises DocumentIdInUse when the id
-    belongs to another project, and the broker's errors when it is unreachable
+    ``document_id``: the project's own id (None: :func:`default_document_id` of
+    ``filename``); the version is registered under the scoped id
+    ``{project}.{document_id}``, which the result carries.
+    ``result.path`` is ``Path(filename)``.  Raises InvalidDocumentId for a malformed
+    id, and the broker's errors when it is unreachable
     (the version stays registered and unqueued: a retry or the normalize worker's
     sweep sends it).
     """
     alias_name(project)
-    document_id = document_id or default_document_id(project, filename)
+    document_id = scoped_id(project, document_id or default_document_id(filename))
     ext = Path(filename).suffix.lstrip(".").lower()
     alloc = await metadata.register_version(
         document_id=document_id, project=project, category=category, filename=filename,
@@ -100,7 +114,7 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
         raw_key_for=lambda v: raw_key(project, category, v, document_id, ext))
     if not alloc.created and alloc.queued and not force:
         return IngestResult(Path(filename), document_id, alloc.version, False, "unchanged",
-                            raw_key=alloc.raw_key)
+                            raw_key=alloc.raw_key, project=project)
     # a new version, a forced re-send, or a version whose first upload never got its
     # events out (outbox: queued_at is set only once the broker acknowledged them)
     if alloc.created or not await store.exists(alloc.raw_key):
@@ -115,7 +129,8 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
         filename=filename, callback_url=callback_url))
     await send_record(producer, UPLOADS, document_id, event)
     await metadata.mark_queued(document_id, alloc.version)
-    return IngestResult(Path(filename), document_id, alloc.version, True, raw_key=alloc.raw_key)
+    return IngestResult(Path(filename), document_id, alloc.version, True, raw_key=alloc.raw_key,
+                        project=project)
 
 
 async def queue_delete(*, document_id: str, version: int, project: str, category: str,

@@ -1,12 +1,12 @@
 """Reindex a project by replaying a retained topic into a new Milvus collection, then
 swap an alias to it (``ragstream reindex``).
 
-    replay ─ embeddings (or enhanced-chunks + an embedder) ─→ chunks_P_v{n+1}
+    replay ─ embeddings (or enhanced-chunks + an embedder) ─→ chunks_P__v{n+1}
     verify ─ per document: rows of its current version == the ledger's chunk count
-    swap   ─ alias chunks_P (prod) or chunks_P_test (test) → chunks_P_v{n+1}
+    swap   ─ alias chunks_P (prod) or chunks_P__test (test) → chunks_P__v{n+1}
     catch up ─ records written meanwhile, from the replay group's offsets to the new end
 
-1. The physical collection ``chunks_P_v{n+1}`` is created (n: the project's highest
+1. The physical collection ``chunks_P__v{n+1}`` is created (n: the project's highest
    existing version, adapters/collection_aliases.py).  Search keeps reading the old
    collection through the alias meanwhile.
 2. A new consumer group ``ragstream-reindex-P-v{n+1}`` reads the topic from the
@@ -26,7 +26,7 @@ swap an alias to it (``ragstream reindex``).
    replay goes on to fresh end offsets, polled for up to ``complete_within_s``
    seconds; then :class:`ReindexIncomplete` is raised and no alias moves.
 4. The alias moves (``alter_alias``: atomic; the old collection stays, remembered
-   by the alias's ``_previous`` alias, for ``--rollback``: streams/alias_moves.py).  Then the catch-up pass
+   by the alias's ``__previous`` alias, for ``--rollback``: streams/alias_moves.py).  Then the catch-up pass
    reads from the group's offsets to new end offsets: what the live index stage
    wrote into the old collection between the first end offsets and the swap.  Last,
    rows the ledger no longer wants (a version superseded, failed or deleted during
@@ -245,31 +245,31 @@ async def missing_chunks(store: VectorStore, ledger: VersionLedger, project: str
     documents)."""
     expected = await current_chunk_counts(ledger, project)
     present: dict[tuple[str, int], int] = {}
-    for key in (await asyncio.to_thread(ca.chunk_versions, store, collection)).values():
+    for key in (await asyncio.to_thread(ca.chunk_versions, store, project, collection)).values():
         present[key] = present.get(key, 0) + 1
     missing = {doc: (v, n, present.get((doc, v), 0)) for doc, (v, n) in expected.items()
                if present.get((doc, v), 0) < n}
     return missing, len(expected)
 
 
-async def prune(store: VectorStore, ledger: VersionLedger, collection: str) -> int:
-    """Delete from ``collection`` the rows of every version :func:`wanted` rejects now;
-    returns the rows deleted."""
+async def prune(store: VectorStore, ledger: VersionLedger, project: str, collection: str) -> int:
+    """Delete from ``collection`` the rows of ``project``'s versions that :func:`wanted`
+    rejects now; returns the rows deleted."""
     rows: dict[tuple[str, int], int] = {}
-    for key in (await asyncio.to_thread(ca.chunk_versions, store, collection)).values():
+    for key in (await asyncio.to_thread(ca.chunk_versions, store, project, collection)).values():
         rows[key] = rows.get(key, 0) + 1
     deleted = 0
     for (doc, version), n in sorted(rows.items()):
         if not wanted(await ledger.state(doc, version)):
             expr = f"document_id == {quote_literal(doc)} and version == {int(version)}"
-            await asyncio.to_thread(ca.delete_where, store, collection, expr)
+            await asyncio.to_thread(ca.delete_where, store, project, collection, expr)
             deleted += n
     return deleted
 
 
 async def reindex(project: str, *, settings: Settings, embedder: Optional[str] = None, alias: str = "prod",
                   complete_within_s: float = 120.0) -> ReindexReport:
-    """Build ``chunks_{project}_v{n+1}`` by replay, verify it, point ``alias`` ("prod"
+    """Build ``chunks_{project}__v{n+1}`` by replay, verify it, point ``alias`` ("prod"
     or "test") at it, catch up (module docstring).  ``embedder``: None to reuse the
     vectors of ``embeddings``; "onnx" or "triton" to embed ``enhanced-chunks`` again.
     Raises LookupError when the project has no collection, ReindexIncomplete when
@@ -311,7 +311,7 @@ async def reindex(project: str, *, settings: Settings, embedder: Optional[str] =
             before = replay.records
             await replay.run_to(await replay.end_offsets())  # catch-up
             report.catch_up_records = replay.records - before
-            report.pruned = await prune(store, metadata.ledger, collection)
+            report.pruned = await prune(store, metadata.ledger, project, collection)
             report.records_replayed, report.chunks_written = replay.records, replay.written
         report.seconds = time.monotonic() - started
         return report

@@ -19,6 +19,7 @@ import pytest
 from api_helpers import (UPLOAD_LIMIT, SseReader, create_key, upload,
                          wait_status)
 from conftest import run
+from streams.document_ids import scoped_id
 
 PIPELINE = ["QUEUED", "NORMALIZING", "PARTITIONING", "CHUNKING", "ENHANCING", "EMBEDDING",
             "INDEXING", "COMPLETED"]
@@ -106,7 +107,7 @@ def test_upload_pdf_over_http_completes_and_sse_has_every_transition(api, projec
         assert final["status"] == "COMPLETED", final
         assert final["version"] == 1 and final["chunks_total"] > 0
         assert final["chunks_done"] == final["chunks_total"] and final["pages"] >= 1
-        assert final["output"]["key"] == f"processed/{project}/{doc}/v1.json"
+        assert final["output"]["key"] == f"processed/{project}/{scoped_id(project, doc)}/v1.json"
         assert final["output"]["key"] in _keys_under(stack, f"processed/{project}/")
         events = sse.wait_for(doc, {"COMPLETED"})
     finally:
@@ -114,7 +115,7 @@ def test_upload_pdf_over_http_completes_and_sse_has_every_transition(api, projec
     got = [(e["status"], e["seq"]) for e in events]
     assert [s for s, _ in got] == PIPELINE, got
     assert [q for _, q in got] == sorted(q for _, q in got)
-    assert got == _kafka_transitions(stack, doc)  # every transition on the topic, in order
+    assert got == _kafka_transitions(stack, scoped_id(project, doc))  # every transition on the topic, in order
     print(f"\nPDF upload → COMPLETED over HTTP: {elapsed:.1f} s, {final['chunks_total']} chunks")
 
     again = upload(api.url, key, samples["pdf"], project=project)
@@ -267,15 +268,15 @@ def test_delete_removes_chunks_objects_and_ends_deleted(api, project, samples, s
     assert wait_status(api.url, key, doc, {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
     vectors = VectorStore(stack.milvus_uri)
     try:
-        assert run(vectors.count(project, doc)) > 0
-        assert _keys_under(stack, f"raw/{project}/") and _keys_under(stack, f"processed/{project}/{doc}/")
+        assert run(vectors.count(project, scoped_id(project, doc))) > 0
+        assert _keys_under(stack, f"raw/{project}/") and _keys_under(stack, f"processed/{project}/{scoped_id(project, doc)}/")
         t0 = time.time()
         d = httpx.delete(f"{api.url}/v1/documents/{doc}", headers={"X-API-Key": key})
         assert d.status_code == 202, d.text
         final = wait_status(api.url, key, doc, {"DELETED"}, timeout_s=120)
         print(f"\nDELETE → DELETED: {time.time() - t0:.1f} s")
         assert final["status"] == "DELETED"
-        assert run(vectors.count(project, doc)) == 0
+        assert run(vectors.count(project, scoped_id(project, doc))) == 0
     finally:
         vectors.close()
     for area in ("raw", "processed", "work"):

@@ -18,6 +18,7 @@ from api_helpers import (Receiver, create_key, project_secret, upload,
                          wait_status)
 from adapters.callbacks import (SIGNATURE_HEADER, AllowList, CallbackRefused, address_problem, callback_body,
                                 guarded_client, idempotency_key, sign, verify_signature)
+from streams.document_ids import scoped_id
 
 
 @pytest.fixture(scope="module")
@@ -92,11 +93,11 @@ def test_one_verified_callback_per_terminal_state_after_a_500(api, project, samp
         assert r.status_code == 202, r.text
         doc = r.json()["document_id"]
         assert wait_status(api.url, key, doc, {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
-        done = receiver.wait_accepted(idempotency_key(doc, 1, "COMPLETED"))
+        done = receiver.wait_accepted(idempotency_key(scoped_id(project, doc), 1, "COMPLETED"))
         latency = done[0]["at"] - done[0]["body"]["at_unix"]  # COMPLETED event → accepted
         assert httpx.delete(f"{api.url}/v1/documents/{doc}", headers={"X-API-Key": key}).status_code == 202
         wait_status(api.url, key, doc, {"DELETED"}, timeout_s=120)
-        receiver.wait_accepted(idempotency_key(doc, 1, "DELETED"))
+        receiver.wait_accepted(idempotency_key(scoped_id(project, doc), 1, "DELETED"))
         # FAILED: bytes that claim to be a PDF but are not
         bad = stack.data_dir / "broken.pdf"
         bad.write_bytes(b"%PDF-1.7\n this is not really a pdf \n%%EOF\n")
@@ -104,29 +105,30 @@ def test_one_verified_callback_per_terminal_state_after_a_500(api, project, samp
         bad_doc = r.json()["document_id"]
         failed = wait_status(api.url, key, bad_doc, {"FAILED", "COMPLETED"})
         assert failed["status"] == "FAILED" and failed["error"]
-        receiver.wait_accepted(idempotency_key(bad_doc, 1, "FAILED"))
+        receiver.wait_accepted(idempotency_key(scoped_id(project, bad_doc), 1, "FAILED"))
         time.sleep(3)  # anything duplicated would arrive within the backoff window
     finally:
         receiver.close()
 
-    keys = {idempotency_key(doc, 1, "COMPLETED"), idempotency_key(doc, 1, "DELETED"),
-            idempotency_key(bad_doc, 1, "FAILED")}
+    own, bad = scoped_id(project, doc), scoped_id(project, bad_doc)
+    keys = {idempotency_key(own, 1, "COMPLETED"), idempotency_key(own, 1, "DELETED"),
+            idempotency_key(bad, 1, "FAILED")}
     assert set(receiver.accepted) == keys
     for k in keys:
         attempts = [a for a in receiver.attempts if a["key"] == k]
         assert [a["code"] for a in attempts] == [500, 200], (k, attempts)
         assert all(a["verified"] for a in attempts)
         assert len(receiver.accepted[k]) == 1
-    completed = receiver.accepted[idempotency_key(doc, 1, "COMPLETED")][0]["body"]
+    completed = receiver.accepted[idempotency_key(scoped_id(project, doc), 1, "COMPLETED")][0]["body"]
     assert completed["status"] == "COMPLETED" and completed["document_id"] == doc
     assert completed["version"] == 1 and completed["project"] == project
-    assert completed["output"]["key"] == f"processed/{project}/{doc}/v1.json" and completed["chunks"] > 0
+    assert completed["output"]["key"] == f"processed/{project}/{scoped_id(project, doc)}/v1.json" and completed["chunks"] > 0
     assert completed["error"] is None and completed["at"]
-    failed_body = receiver.accepted[idempotency_key(bad_doc, 1, "FAILED")][0]["body"]
+    failed_body = receiver.accepted[idempotency_key(scoped_id(project, bad_doc), 1, "FAILED")][0]["body"]
     assert failed_body["error"] == failed["error"] and failed_body["output"] is None
     recorded = {c["idempotency_key"]: c for c in _callbacks(api, key, doc)}
-    assert recorded[idempotency_key(doc, 1, "COMPLETED")]["state"] == "delivered"
-    assert recorded[idempotency_key(doc, 1, "COMPLETED")]["attempts"] == 2
+    assert recorded[idempotency_key(scoped_id(project, doc), 1, "COMPLETED")]["state"] == "delivered"
+    assert recorded[idempotency_key(scoped_id(project, doc), 1, "COMPLETED")]["attempts"] == 2
     print(f"\nCOMPLETED event → accepted callback: {latency:.2f} s (one 500, then backoff 0.3 s)")
 
 
@@ -189,9 +191,9 @@ def test_callback_survives_postgres_and_receiver_outages(api, project, stack):
     time.sleep(15)  # notify queues it now; the receiver refuses connections meanwhile
     receiver = Receiver(secret=secret, fail_first=False, port=port)
     try:
-        got = receiver.wait_accepted(idempotency_key(doc, 1, "COMPLETED"), timeout_s=180)
+        got = receiver.wait_accepted(idempotency_key(scoped_id(project, doc), 1, "COMPLETED"), timeout_s=180)
         time.sleep(3)
     finally:
         receiver.close()
     assert len(got) == 1 and got[0]["verified"]
-    assert len(receiver.accepted[idempotency_key(doc, 1, "COMPLETED")]) == 1
+    assert len(receiver.accepted[idempotency_key(scoped_id(project, doc), 1, "COMPLETED")]) == 1

@@ -14,6 +14,7 @@ import orjson
 import pytest
 from rich.console import Console
 
+from adapters.vector_store import alias_name
 from tests.conftest import free_port_block, ingest, run
 
 pytestmark = [pytest.mark.integration]
@@ -130,10 +131,10 @@ def test_upload_outbox_sweep_queues_an_abandoned_version(stack, worker, tmp_path
     from adapters.migrations import upgrade_head
     from adapters.object_keys import raw_key
     from adapters.object_store import ObjectStore, sha256_file
-    from streams.ingest import default_document_id
+    from streams.document_ids import default_document_id, scoped_id
 
     doc = _text_files(tmp_path, 1, "abandoned")[0]
-    document_id = default_document_id(project, doc.name)
+    document_id = scoped_id(project, default_document_id(doc.name))
 
     async def register_only():
         await upgrade_head(stack.pg_dsn)
@@ -191,7 +192,7 @@ def test_replayed_old_version_is_skipped_and_search_shows_only_current(stack, wo
     # a version still running: its chunks are in Milvus but must not be returned
     running = [{**row, "chunk_id": f"{document_id}:3:0", "version": 3,
                 "text": "The Riverside plant used 999999 kWh (draft)."}
-               for row in vectors.client.query(f"chunks_{project}", filter=f'document_id == "{document_id}"',
+               for row in vectors.client.query(alias_name(project), filter=f'document_id == "{document_id}"',
                                                output_fields=["*"], limit=1)]
     vectors.upsert_sync(project, running)
     result = run(search("Riverside plant kWh quarter", project=project, k=5, settings=stack))
@@ -362,14 +363,14 @@ def test_blank_page_range_does_not_fail_the_document_and_chunks_once(stack, work
 
 
 # -------------------------------------------------------- 13: ids belong to their project
-def test_document_id_of_another_project_is_refused(stack, worker, tmp_path, project):
-    """``ingest -p B --document-id <A's id>`` is refused; A's document is untouched."""
-    from adapters.metadata import DocumentIdInUse
-
-    outcome = ingest(_text_files(tmp_path / "a", 1, "owner"), project)
-    document_id = outcome.results[0].document_id
-    other = _text_files(tmp_path / "b", 1, "intruder")
-    with pytest.raises(DocumentIdInUse):
-        ingest(other, project + "b", document_id=document_id)
-    row = run(_wait_until(lambda: _terminal(stack, document_id), 60, "the projection"))
+def test_same_document_id_in_another_project_is_another_document(stack, worker, tmp_path, project):
+    """``ingest -p B --document-id <A's id>`` makes B's own document (ids are scoped per
+    project, streams/document_ids.py: no "in use" answer to probe or squat with); A's
+    document is untouched."""
+    outcome = ingest(_text_files(tmp_path / "a", 1, "owner"), project, document_id="shared-id")
+    other = ingest(_text_files(tmp_path / "b", 1, "intruder"), project + "b", document_id="shared-id")
+    mine, theirs = outcome.results[0], other.results[0]
+    assert mine.local_id == theirs.local_id == "shared-id" and mine.document_id != theirs.document_id
+    assert other.last[theirs.document_id].status == "COMPLETED" and theirs.version == 1
+    row = run(_wait_until(lambda: _terminal(stack, mine.document_id), 60, "the projection"))
     assert row["project"] == project and row["status"] == "COMPLETED" and row["version"] == 1

@@ -72,7 +72,7 @@ def _raw_metadata(settings, key: str) -> dict:
 @pytest.mark.slow
 def test_hostile_names_over_http_are_sanitised_and_complete(api, project, stack):
     from api_helpers import create_key, wait_status
-    from streams.ingest import default_document_id
+    from streams.document_ids import default_document_id, scoped_id
 
     key = create_key(project)
     docs = {}
@@ -93,9 +93,9 @@ def test_hostile_names_over_http_are_sanitised_and_complete(api, project, stack)
         assert final["filename"] == safe_filename(name)
     # the original name is kept beside the raw bytes
     doc, name = docs["bidi"]
-    raw = f"raw/{project}/default/v1/{doc}.txt"
+    raw = f"raw/{project}/default/v1/{scoped_id(project, doc)}.txt"
     assert unquote(_raw_metadata(stack, raw)["original-filename"]) == name
-    assert doc == default_document_id(project, name)
+    assert doc == default_document_id(name)
 
 
 def test_cli_ingest_names_skipped_dot_files_and_escapes_names(stack, worker, tmp_path, project):

@@ -1,5 +1,5 @@
 """``ragstream reindex`` on the real test stack: replay the embeddings topic into
-``chunks_P_v{n+1}`` while searches run, swap the alias, roll back, and the test
+``chunks_P__v{n+1}`` while searches run, swap the alias, roll back, and the test
 alias (streams/reindex.py, adapters/collection_aliases.py)."""
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def test_milvus_lite_alter_alias_moves_reads_to_the_new_collection(stack, projec
         assert ca.physical_versions(store, project) == {1: v1, 2: v2}
 
         def read() -> set:
-            return set(ca.chunk_versions(store, alias))
+            return set(ca.chunk_versions(store, project, alias))
         assert read() == {"d:1:0"}
         assert ca.point_alias(store, alias, v2) == v1 and ca.alias_target(store, alias) == v2
         assert read() == {"d:2:0"}
@@ -151,7 +151,7 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
 
     store = VectorStore(stack.milvus_uri)
     v1 = ca.physical_name(project, 1)
-    before = ca.chunk_versions(store, v1)
+    before = ca.chunk_versions(store, project, v1)
     assert before and all(v == 2 for d, v in before.values() if d == second.results[0].document_id)
 
     loop = SearchLoop(stack, project, "pump station energy use")
@@ -176,7 +176,7 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     assert (report.collection, report.previous) == (v2, v1)
     assert report.documents == len(DOCS)
     assert ca.alias_target(store, alias_for(project)) == v2
-    assert ca.chunk_versions(store, v2) == before  # the same chunk ids, of the current versions only
+    assert ca.chunk_versions(store, project, v2) == before  # the same chunk ids, of the current versions only
     assert report.records_replayed > report.chunks_written >= len(before)  # v1 of valves.md and others skipped
 
     # rollback (CLI): prod back to v1; search still answers
@@ -186,7 +186,7 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     assert _cli("reindex", "-p", project, "--show") == {"prod": v1, "test": None, "versions": [1, 2],
                                                           "rollback": {"prod": None, "test": None}}
 
-    # the test alias: a new v3 behind chunks_P_test, prod left on v1; search --alias test reads it
+    # the test alias: a new v3 behind chunks_P__test, prod left on v1; search --alias test reads it
     test_report = run(reindex(project, settings=stack, alias="test"))
     v3 = ca.physical_name(project, 3)
     assert (test_report.collection, test_report.previous) == (v3, None)
@@ -202,10 +202,10 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     late = ingest([tmp_path / "pipes.md"], project)
     late_id = late.results[0].document_id
     assert late.last[late_id].status == "COMPLETED"
-    assert late_id not in {d for d, _ in ca.chunk_versions(store, v3).values()}
+    assert late_id not in {d for d, _ in ca.chunk_versions(store, project, v3).values()}
     read, written = run(_catch_up(stack, project, test_report.group, v3))
     assert read >= written == late.last[late_id].chunks_total
-    assert {d for d, _ in ca.chunk_versions(store, v3).values()} == {d for d, _ in ca.chunk_versions(store, v1).values()}
+    assert {d for d, _ in ca.chunk_versions(store, project, v3).values()} == {d for d, _ in ca.chunk_versions(store, project, v1).values()}
     assert run(_catch_up(stack, project, test_report.group, v3))[1] == 0  # offsets committed: nothing again
 
     assert _cli("reindex", "-p", project, "--promote") == {"project": project, "alias": "prod",
@@ -216,7 +216,7 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
     onnx_report = run(reindex(project, settings=stack, embedder="onnx", alias="test"))
     v4 = ca.physical_name(project, 4)
     assert (onnx_report.topic, onnx_report.collection, onnx_report.previous) == ("ragstream.enhanced-chunks", v4, v3)
-    assert ca.chunk_versions(store, v4) == ca.chunk_versions(store, v3)
+    assert ca.chunk_versions(store, project, v4) == ca.chunk_versions(store, project, v3)
     assert aliases(project, settings=stack) == {"prod": v3, "test": v4, "versions": [1, 2, 3, 4],
                                                 "rollback": {"prod": v1, "test": v3}}
 
