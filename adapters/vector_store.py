@@ -78,7 +78,8 @@ import grpc
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from adapters.collection_names import InvalidProjectName, check_project, project_stem, with_suffix
+from adapters.collection_names import InvalidProjectName  # noqa: F401  (re-exported for callers)
+from adapters.collection_names import check_project, project_stem, with_suffix
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

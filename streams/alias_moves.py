@@ -6,6 +6,15 @@ Every move remembers the collection the alias left in a third alias,
 ``{alias}__previous`` (``chunks_P__previous``, ``chunks_P__test__previous``), so that
 ``--rollback`` undoes exactly the last move; names and the Milvus calls are in
 adapters/collection_aliases.py.
+
+A rollback or promote first brings its target collection up to the ledger
+(streams/replay.py :func:`~streams.replay.catch_up_and_move`: the target's own replay
+group resumes where the collection was last filled, every current version's rows are
+verified, rows of versions deleted or superseded since are pruned), moves the alias,
+then copies what the live index stage wrote meanwhile.  A target that stays short is
+refused with ReindexIncomplete naming the documents, and no alias moves: before, a
+rollback dropped from search every document indexed since the alias last moved
+(issue 23, failure 3).
 """
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ from typing import Any, Optional
 
 from adapters import collection_aliases as ca
 from adapters.vector_store import VectorStore, alias_for
+from streams.replay import catch_up_and_move, replay_group
 from streams.settings import Settings
 
 
@@ -48,30 +58,54 @@ def rollback_target(store: VectorStore, project: str, alias_name: str) -> tuple[
     return current, ca.physical_name(project, max(older))
 
 
-async def rollback(project: str, *, settings: Settings, alias: str = "prod") -> tuple[str, str]:
-    """Undo the last move of ``alias`` (prod or test): point it at
-    :func:`rollback_target`, then forget the remembered collection.  Returns (from, to).
-    Raises LookupError when there is no alias or nothing older to go to."""
+async def _caught_up(store: VectorStore, project: str, collection: str, settings: Settings,
+                     move, complete_within_s: float) -> Any:
+    """Bring ``collection`` (``chunks_{project}__v{n}``) up to the ledger with its own
+    replay group, then ``move()`` (module docstring); returns what ``move`` returned."""
+    version = ca.version_of(project, collection)
+    if version is None:
+        raise LookupError(f"{collection!r} is not a versioned collection of {project!r}")
+    done = await catch_up_and_move(project=project, collection=collection,
+                                   group=replay_group(project, version), settings=settings,
+                                   store=store, move=move, complete_within_s=complete_within_s)
+    return done.moved
+
+
+async def rollback(project: str, *, settings: Settings, alias: str = "prod",
+                   complete_within_s: float = 120.0) -> tuple[str, str]:
+    """Undo the last move of ``alias`` (prod or test): bring :func:`rollback_target` up
+    to the ledger, point the alias at it, then forget the remembered collection.
+    Returns (from, to).  Raises LookupError when there is no alias or nothing older to
+    go to, ReindexIncomplete (nothing moved) when the target stays short."""
     target = alias_for(project, alias)
     store = VectorStore(settings.milvus_uri)
     try:
         current, previous = await asyncio.to_thread(rollback_target, store, project, target)
-        await asyncio.to_thread(ca.point_alias, store, target, previous)
-        await asyncio.to_thread(ca.drop_alias, store, ca.previous_alias(target))
+
+        async def move() -> None:
+            await asyncio.to_thread(ca.point_alias, store, target, previous)
+            await asyncio.to_thread(ca.drop_alias, store, ca.previous_alias(target))
+
+        await _caught_up(store, project, previous, settings, move, complete_within_s)
         return current, previous
     finally:
         store.close()
 
 
-async def promote(project: str, *, settings: Settings) -> tuple[Optional[str], str]:
-    """Point the prod alias at the test alias's collection; returns (prod before, now).
-    Raises LookupError when the project has no test alias."""
+async def promote(project: str, *, settings: Settings,
+                  complete_within_s: float = 120.0) -> tuple[Optional[str], str]:
+    """Point the prod alias at the test alias's collection, brought up to the ledger
+    first (live writes went to prod meanwhile); returns (prod before, now).  Raises
+    LookupError when the project has no test alias, ReindexIncomplete (nothing moved)
+    when the test collection stays short."""
     store = VectorStore(settings.milvus_uri)
     try:
         tested = await asyncio.to_thread(ca.alias_target, store, alias_for(project, "test"))
         if tested is None:
             raise LookupError(f"project {project!r} has no test alias (ragstream reindex --alias test)")
-        before = await move_alias(store, alias_for(project, "prod"), tested)
+        before = await _caught_up(store, project, tested, settings,
+                                  lambda: move_alias(store, alias_for(project, "prod"), tested),
+                                  complete_within_s)
         return before, tested
     finally:
         store.close()

@@ -39,42 +39,23 @@ yet copied them, counts too few rows in the new collection at that moment and is
 completed by that batch; the catch-up copies the rows, but only a redelivery of one
 of its records would complete it.  The window is the few seconds between swap and
 catch-up.
+
+The replay, verification, prune and move are streams/replay.py's
+:func:`~streams.replay.catch_up_and_move`, which ``--rollback`` and ``--promote`` use too.
 """
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-import uuid
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
-
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+from typing import Any, Optional
 
 from adapters import collection_aliases as ca
-from adapters.metadata import Metadata
-from adapters.vector_store import VectorStore, alias_for, quote_literal
-from adapters.version_ledger import VersionLedger, VersionState
-from schemas import Chunk, EmbeddedChunk
-from streams import broker_quirks
+from adapters.vector_store import VectorStore, alias_for
 from streams.alias_moves import move_alias
+from streams.replay import ReindexIncomplete, catch_up_and_move, replay_group
 from streams.settings import Settings
-from topics import EMBEDDINGS, ENHANCED, TopicSpec
-
-log = logging.getLogger(__name__)
-BATCH = 256  # records written (and embedded) per Milvus upsert
-
-
-class ReindexIncomplete(RuntimeError):
-    """The new collection does not hold every current chunk: no alias was moved.
-    ``missing``: ``{document_id: (version, chunks wanted, rows present)}``."""
-
-    def __init__(self, collection: str, missing: dict[str, tuple[int, int, int]]):
-        self.collection = collection
-        self.missing = missing
-        sample = ", ".join(f"{d} v{v}: {have}/{want}" for d, (v, want, have) in sorted(missing.items())[:5])
-        super().__init__(f"{collection} lacks chunks of {len(missing)} document(s) ({sample}); alias not moved")
+from topics import EMBEDDINGS, ENHANCED
 
 
 @dataclass
@@ -101,172 +82,6 @@ class ReindexReport:
         return dict(self.__dict__)
 
 
-def wanted(state: VersionState) -> bool:
-    """Whether a record of ``state``'s version belongs in the index (the index stage's
-    rules, agents/index.py ``settle_version``): not deleted, not FAILED, and either
-    the current COMPLETED version or a newer version not superseded (in flight)."""
-    if state.deleted or (state.outcome is not None and state.outcome.outcome == "FAILED"):
-        return False
-    if state.version == state.current_completed:
-        return True
-    return state.version > state.current_completed and not state.superseded
-
-
-def chunk_row(chunk: EmbeddedChunk) -> dict[str, Any]:
-    """The Milvus row of an embedded chunk (the index stage writes the same fields)."""
-    return {"chunk_id": chunk.chunk_id, "vector": list(chunk.vector), "document_id": chunk.document_id,
-            "version": chunk.version, "chunk_index": chunk.index, "page_number": chunk.page_number,
-            "element_types": ",".join(chunk.element_types), "filename": chunk.filename,
-            "project": chunk.project, "category": chunk.category, "text": chunk.text}
-
-
-CURRENT_SQL = """
-SELECT DISTINCT ON (o.document_id) o.document_id, o.version, o.chunks
-FROM version_outcomes o LEFT JOIN document_deletions d ON d.document_id = o.document_id
-WHERE o.project = $1 AND o.outcome = 'COMPLETED' AND o.version > coalesce(d.up_to_version, 0)
-ORDER BY o.document_id, o.version DESC
-"""
-
-
-async def current_chunk_counts(ledger: VersionLedger, project: str) -> dict[str, tuple[int, int]]:
-    """``{document_id: (current COMPLETED version, its chunk count)}`` for a project."""
-    rows = await ledger.pool.fetch(CURRENT_SQL, project)
-    return {r["document_id"]: (int(r["version"]), int(r["chunks"])) for r in rows}
-
-
-class Replay:
-    """One consumer group replaying ``spec`` for ``project`` into ``collection``.
-
-    ``embedder``: None to take the vectors from the records (``embeddings``), or an
-    ``adapters.embedding.Embedder`` to embed ``Chunk`` records (``enhanced-chunks``).
-    Use as ``async with``; :meth:`run_to` may be called repeatedly.
-    """
-
-    def __init__(self, bootstrap: str, spec: TopicSpec, group: str, project: str, ledger: VersionLedger,
-                 store: VectorStore, collection: str, embedder: Any = None):
-        self.bootstrap, self.spec, self.group, self.project = bootstrap, spec, group, project
-        self.ledger, self.store, self.collection, self.embedder = ledger, store, collection, embedder
-        self.records = 0
-        self.written = 0
-        self._states: dict[tuple[str, int], bool] = {}
-
-    async def __aenter__(self) -> "Replay":
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
-            auto_offset_reset="earliest", client_id=f"{self.group}-{uuid.uuid4().hex[:6]}")
-        await self.consumer.start()
-        try:
-            if self.spec.name not in await self.consumer.topics():
-                raise KeyError(f"topic {self.spec.name} does not exist on {self.bootstrap}")
-            self.partitions = [TopicPartition(self.spec.name, p)
-                               for p in sorted(self.consumer.partitions_for_topic(self.spec.name) or ())]
-            self.consumer.assign(self.partitions)  # by hand: see kafka_io.tail_status
-            for tp in self.partitions:
-                committed = await self.consumer.committed(tp)
-                if committed is None:
-                    await self.consumer.seek_to_beginning(tp)
-                else:
-                    self.consumer.seek(tp, committed)
-        except BaseException:
-            await self.consumer.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.consumer.stop()
-
-    async def end_offsets(self) -> dict[TopicPartition, int]:
-        """The topic's end offsets now (Fetch high watermarks, broker quirk 5)."""
-        return await broker_quirks.end_offsets(self.bootstrap, self.partitions)
-
-    async def run_to(self, ends: dict[TopicPartition, int], timeout_s: float = 120.0) -> int:
-        """Read every partition up to ``ends``, write the wanted records, commit; returns
-        the records read.  Raises TimeoutError when they do not all arrive in time."""
-        self._states.clear()  # the ledger moves on: decide afresh each pass
-        before = self.records
-        pending = {tp for tp in self.partitions if await self.consumer.position(tp) < ends[tp]}
-        deadline = time.monotonic() + timeout_s
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"{self.spec.name}: records up to the end offsets did not arrive "
-                                   f"in {timeout_s:g} s")
-            batches = await self.consumer.getmany(*pending, timeout_ms=int(min(remaining, 0.5) * 1000),
-                                                  max_records=BATCH)
-            for tp, messages in batches.items():
-                beyond = any(m.offset >= ends[tp] for m in messages)
-                messages = [m for m in messages if m.offset < ends[tp]]
-                self.records += len(messages)
-                await self._write([m.value for m in messages])
-                if messages:
-                    # retried through an object-store outage (broker quirk 8)
-                    await broker_quirks.retrying_commit(self.consumer.commit)(
-                        {tp: messages[-1].offset + 1})
-                if beyond:  # fetched past the end: the next pass must read those again
-                    self.consumer.seek(tp, ends[tp])
-            for tp in list(pending):
-                if await self.consumer.position(tp) >= ends[tp]:
-                    pending.discard(tp)
-        return self.records - before
-
-    async def _write(self, values: Sequence[Optional[bytes]]) -> None:
-        from schemas.decode import UndecodableRecord, decode_event
-
-        value_type = Chunk if self.embedder is not None else EmbeddedChunk
-        kept = []
-        for raw in values:
-            try:
-                chunk = decode_event(value_type, raw)
-            except UndecodableRecord:
-                continue  # poison: the live stage dead-letters it
-            if chunk.project == self.project and await self._wanted(chunk.document_id, chunk.version):
-                kept.append(chunk)
-        if not kept:
-            return
-        if self.embedder is not None:
-            vectors = await self.embedder.embed([c.embed_text or c.text for c in kept])
-            model = getattr(self.embedder, "model_name", "all-MiniLM-L6-v2")
-            kept = [EmbeddedChunk(**c.asdict(), vector=v.tolist(), embedding_model=model)
-                    for c, v in zip(kept, vectors)]
-        rows = [chunk_row(c) for c in kept]
-        self.written += await asyncio.to_thread(ca.upsert_rows, self.store, self.collection, rows)
-
-    async def _wanted(self, document_id: str, version: int) -> bool:
-        key = (document_id, version)
-        if key not in self._states:
-            self._states[key] = wanted(await self.ledger.state(document_id, version))
-        return self._states[key]
-
-
-async def missing_chunks(store: VectorStore, ledger: VersionLedger, project: str,
-                         collection: str) -> tuple[dict[str, tuple[int, int, int]], int]:
-    """(``{document_id: (version, wanted, present)}`` for current versions whose rows
-    in ``collection`` are fewer than the ledger's chunk count, number of current
-    documents)."""
-    expected = await current_chunk_counts(ledger, project)
-    present: dict[tuple[str, int], int] = {}
-    for key in (await asyncio.to_thread(ca.chunk_versions, store, project, collection)).values():
-        present[key] = present.get(key, 0) + 1
-    missing = {doc: (v, n, present.get((doc, v), 0)) for doc, (v, n) in expected.items()
-               if present.get((doc, v), 0) < n}
-    return missing, len(expected)
-
-
-async def prune(store: VectorStore, ledger: VersionLedger, project: str, collection: str) -> int:
-    """Delete from ``collection`` the rows of ``project``'s versions that :func:`wanted`
-    rejects now; returns the rows deleted."""
-    rows: dict[tuple[str, int], int] = {}
-    for key in (await asyncio.to_thread(ca.chunk_versions, store, project, collection)).values():
-        rows[key] = rows.get(key, 0) + 1
-    deleted = 0
-    for (doc, version), n in sorted(rows.items()):
-        if not wanted(await ledger.state(doc, version)):
-            expr = f"document_id == {quote_literal(doc)} and version == {int(version)}"
-            await asyncio.to_thread(ca.delete_where, store, project, collection, expr)
-            deleted += n
-    return deleted
-
-
 async def reindex(project: str, *, settings: Settings, embedder: Optional[str] = None, alias: str = "prod",
                   complete_within_s: float = 120.0) -> ReindexReport:
     """Build ``chunks_{project}__v{n+1}`` by replay, verify it, point ``alias`` ("prod"
@@ -289,30 +104,15 @@ async def reindex(project: str, *, settings: Settings, embedder: Optional[str] =
         spec = EMBEDDINGS if embedder is None else ENHANCED
         if embedder is not None:
             emb = create_embedder(settings.model_copy(update={"embedder": embedder}))
-        group = f"ragstream-reindex-{project}-v{new_version}"
+        group = replay_group(project, new_version)
         report = ReindexReport(project, target, collection, None, spec.name, group)
-        async with Metadata(settings.pg_dsn) as metadata, \
-                Replay(settings.kafka_bootstrap, spec, group, project, metadata.ledger, store,
-                       collection, emb) as replay:
-
-            async def replay_and_check() -> dict[str, tuple[int, int, int]]:
-                await replay.run_to(await replay.end_offsets())
-                missing, report.documents = await missing_chunks(store, metadata.ledger, project, collection)
-                return missing
-
-            # poll: a version completing now has records past the ends just read
-            polling = AsyncRetrying(stop=stop_after_delay(complete_within_s), wait=wait_fixed(0.5),
-                                    retry=retry_if_result(bool),
-                                    retry_error_callback=lambda state: state.outcome.result())
-            missing = await polling(replay_and_check)
-            if missing:
-                raise ReindexIncomplete(collection, missing)
-            report.previous = await move_alias(store, target, collection)
-            before = replay.records
-            await replay.run_to(await replay.end_offsets())  # catch-up
-            report.catch_up_records = replay.records - before
-            report.pruned = await prune(store, metadata.ledger, project, collection)
-            report.records_replayed, report.chunks_written = replay.records, replay.written
+        done = await catch_up_and_move(
+            project=project, collection=collection, group=group, settings=settings, store=store,
+            move=lambda: move_alias(store, target, collection), spec=spec, embedder=emb,
+            complete_within_s=complete_within_s)
+        report.previous = done.moved
+        report.catch_up_records, report.pruned = done.after_move, done.pruned
+        report.records_replayed, report.chunks_written, report.documents = done.records, done.written, done.documents
         report.seconds = time.monotonic() - started
         return report
     finally:
@@ -321,5 +121,4 @@ async def reindex(project: str, *, settings: Settings, embedder: Optional[str] =
         store.close()
 
 
-__all__ = ["ReindexIncomplete", "ReindexReport", "Replay", "current_chunk_counts", "missing_chunks",
-           "prune", "reindex", "wanted"]
+__all__ = ["ReindexIncomplete", "ReindexReport", "reindex"]

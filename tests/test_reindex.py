@@ -29,7 +29,7 @@ DOCS = {
 
 def test_wanted_follows_the_index_stage_rules():
     from adapters.version_ledger import Outcome, VersionState
-    from streams.reindex import wanted
+    from streams.replay import wanted
 
     def state(version, latest, deleted=0, outcome=None, current=0):
         out = None if outcome is None else Outcome("d", version, "p", outcome, 1, None, True)
@@ -119,7 +119,7 @@ async def _catch_up(settings, project: str, group: str, collection: str) -> tupl
     into ``collection``: the catch-up pass alone.  Returns (records read, written)."""
     from adapters.metadata import Metadata
     from adapters.vector_store import VectorStore
-    from streams.reindex import Replay
+    from streams.replay import Replay
     from topics import EMBEDDINGS
 
     store = VectorStore(settings.milvus_uri)

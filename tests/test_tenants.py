@@ -19,11 +19,10 @@ import httpx
 import pytest
 
 from adapters import collection_aliases as ca
-from adapters.collection_names import (InvalidProjectName, project_of_stem, project_stem,
-                                       with_suffix)
+from adapters.collection_names import InvalidProjectName, project_of_stem, project_stem
 from adapters.vector_store import DIM, VectorStore, alias_for
 from streams.document_ids import InvalidDocumentId, default_document_id, local_id, scoped_id
-from tests.conftest import ingest, run
+from tests.conftest import ingest
 
 
 def _names(project: str) -> set[str]:
