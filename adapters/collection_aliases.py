@@ -109,7 +109,7 @@ def upsert_rows(store: VectorStore, collection: str, rows: Sequence[dict[str, An
     for row in rows:
         row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
     if rows:
-        store.run_sync("upsert", lambda c: c.upsert(collection, rows, timeout=store.timeout_s))
+        store.run_gated("upsert", lambda c: c.upsert(collection, rows, timeout=store.timeout_s))
     return len(rows)
 
 
@@ -117,7 +117,7 @@ def delete_where(store: VectorStore, project: str, collection: str, expr: str) -
     """Delete the rows of ``project`` in ``collection`` matching the Milvus expression
     ``expr`` (the project term is added: :func:`vector_store.scoped_filter`)."""
     flt = scoped_filter(project, expr)
-    store.run_sync("delete", lambda c: c.delete(collection, filter=flt, timeout=store.timeout_s))
+    store.run_gated("delete", lambda c: c.delete(collection, filter=flt, timeout=store.timeout_s))
 
 
 def chunk_versions(store: VectorStore, project: str, collection: str,

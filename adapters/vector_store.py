@@ -55,21 +55,30 @@ with another connection flushing in a loop, 0 of 300 without; a ``delete`` by fi
 left 9 rows behind in 300 documents.  In the index stage that left a document at
 INDEXING for good (its completion count came up short after its last batch, a
 newcomer's corpus ingest) and could keep an older version's chunks searchable.
-Workaround: this class never overlaps its own ``flush`` with its upserts, deletes,
-counts and id queries (``_flush_gate``); only the index stage flushes, so its reads
-and writes are safe.  Searches are not gated (another process's search during a
-flush may briefly miss rows; nothing is lost).  Two index processes on one Milvus
-Lite could still race each other: the embedded stack runs one (``autoscale_limits``
-leaves index at 1); production Milvus (deploy/) has no such window.
+Workaround: a flush never overlaps an upsert, delete, count or id query, in this
+process (``_flush_gate``) or in any other process on the machine: for a loopback
+Milvus (the embedded Milvus Lite server) every gated call also holds a shared
+``flock`` on a lock file named after the URI (:class:`CrossProcessGate`), and a
+flush holds it exclusively.  Deletes from normalize and from the outcome claim,
+and a second index process, are so serialised with the index stage's flushes
+(issue 23, failure 8: before, only this process's own calls were).  Searches are not gated (another process's search during a
+flush may briefly miss rows; nothing is lost).  A remote Milvus (deploy/) has no
+such window and takes no file lock.
 ``tests/test_milvus_lite_flush.py`` shows the quirk and the workaround.
 """
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import hashlib
 import logging
+import os
 import re
+import tempfile
 import threading
 import time
+from contextlib import contextmanager
+from urllib.parse import urlsplit
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence, TypeVar
@@ -288,6 +297,47 @@ def create_chunk_collection(client: MilvusClient, name: str) -> None:
             _unless_exists(lambda: client.create_index(name, _chunk_index_params(client, field)))
 
 
+def is_missing_collection(exc: BaseException) -> bool:
+    """Whether a Milvus error says the collection or alias does not exist (Milvus Lite
+    3.2: "collection not found[...]" / "can't find collection")."""
+    text = str(exc).lower()
+    return "collection not found" in text or "can't find collection" in text or "alias not found" in text
+
+
+class CrossProcessGate:
+    """Flush versus other calls across the processes of one machine: a ``flock`` on
+    ``{tmp}/ragstream-milvus-{sha1(uri)[:12]}.lock``, shared for writes, deletes and
+    counts, exclusive for a flush (Milvus Lite quirk, module docstring).  Each hold
+    opens the file anew, so threads of one process exclude each other as processes do.
+    ``path`` None (a Milvus that is not on loopback): holding is a no-op."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = path
+
+    @classmethod
+    def for_uri(cls, uri: str) -> "CrossProcessGate":
+        """The gate of a Milvus URI: a lock file for 127.0.0.0/8, ``localhost``, ``::1``
+        and local files (Milvus Lite's own ``.db`` paths); none for any other host."""
+        host = urlsplit(uri).hostname if "://" in uri else "localhost"
+        if host not in ("localhost", "::1") and not (host or "").startswith("127."):
+            return cls(None)
+        digest = hashlib.sha1(uri.encode()).hexdigest()[:12]
+        return cls(os.path.join(tempfile.gettempdir(), f"ragstream-milvus-{digest}.lock"))
+
+    @contextmanager
+    def hold(self, exclusive: bool):
+        """Hold the lock (blocking) for the ``with`` body."""
+        if self.path is None:
+            yield
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
 class VectorStore:
     """Milvus access for ragstream chunks.
 
@@ -315,6 +365,7 @@ class VectorStore:
         self._ensure_lock = threading.Lock()
         self._lock = threading.Lock()
         self._flush_gate = threading.Lock()  # flush vs. writes/counts: Milvus Lite quirk above
+        self._cross_process = CrossProcessGate.for_uri(uri)
         self.reconnects = 0  # how many times a broken connection was dropped
 
     @property
@@ -387,9 +438,15 @@ class VectorStore:
             raise
 
     def _gated(self, op: str, fn: Callable[[MilvusClient], T]) -> T:
-        """:meth:`_call` never overlapping a flush of this store (module docstring)."""
-        with self._flush_gate:
+        """:meth:`_call` never overlapping a flush, of this store or of another process
+        on a loopback Milvus (module docstring); a ``flush`` itself is exclusive."""
+        with self._flush_gate, self._cross_process.hold(exclusive=op == "flush"):
             return self._call(op, fn)
+
+    def run_gated(self, op: str, fn: Callable[[MilvusClient], T]) -> T:
+        """:meth:`run_sync` never overlapping a flush (:meth:`_gated`): for writes and
+        deletes made outside this class (adapters/collection_aliases.py)."""
+        return self._gated(op, fn)
 
     def run_sync(self, op: str, fn: Callable[[MilvusClient], T]) -> T:
         """``fn(client)`` with this store's reconnects and retries (:meth:`_call`), for
@@ -439,23 +496,52 @@ class VectorStore:
         self._gated("upsert", lambda c: c.upsert(self._ensure(c, alias), rows, timeout=self.timeout_s))
         return len(rows)
 
+    def _delete_rows(self, alias: str, flt: str) -> None:
+        """Delete the rows matching ``flt`` behind ``alias``; a missing collection (never
+        made, or dropped with its project: streams/project_erasure.py) has nothing to
+        delete and is not created for it."""
+        def delete(client: MilvusClient) -> None:
+            try:
+                name = self._ensure(client, alias, create=False)
+            except LookupError:
+                return
+            try:
+                client.delete(name, filter=flt, timeout=self.timeout_s)
+            except MilvusException as exc:
+                if not is_missing_collection(exc):
+                    raise
+                self.forget_alias(alias)
+
+        self._gated("delete", delete)
+
+    def forget_alias(self, alias: str) -> None:
+        """Drop what this store remembers of ``alias`` (loaded, BM25 field): after its
+        collection was dropped, the next call looks again (and creates it if it writes)."""
+        self._ready.discard(alias)
+        self._bm25.pop(alias, None)
+
+    def forget(self, project: str) -> None:
+        """:meth:`forget_alias` for the project's prod and test aliases."""
+        for kind in ALIASES:
+            self.forget_alias(alias_for(project, kind))
+
     def delete_versions_below_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete a document's chunks of every version lower than ``version``."""
         alias = alias_name(project)
         flt = scoped_filter(project, f"document_id == {quote_literal(document_id)} and version < {int(version)}")
-        self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
+        self._delete_rows(alias, flt)
 
     def delete_version_sync(self, project: str, document_id: str, version: int) -> None:
         """Delete the chunks of one version of a document."""
         alias = alias_name(project)
         flt = scoped_filter(project, f"document_id == {quote_literal(document_id)} and version == {int(version)}")
-        self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
+        self._delete_rows(alias, flt)
 
     def delete_document_sync(self, project: str, document_id: str) -> None:
         """Delete every chunk of a document."""
         alias = alias_name(project)
         flt = scoped_filter(project, f"document_id == {quote_literal(document_id)}")
-        self._gated("delete", lambda c: c.delete(self._ensure(c, alias), filter=flt, timeout=self.timeout_s))
+        self._delete_rows(alias, flt)
 
     # -- reads ------------------------------------------------------------------------
     def flush_sync(self, project: str) -> None:

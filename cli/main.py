@@ -12,6 +12,7 @@ command group in this package.
     ragstream api / apikey ...          HTTP API, per-project keys    cli/api.py
     ragstream profiles list|set|delete  category profiles             cli/profiles.py
     ragstream dlq list|redrive          dead letters                  cli/dlq.py
+    ragstream project delete P --yes    a project and all it holds    cli/project.py
     ragstream partition FILE            elements of one file          cli/partition.py
     ragstream eval tables PDF TRUTH.csv table cell accuracy           cli/eval.py
     ragstream eval retrieval Q -p P     search recall@k and MRR       cli/eval.py
@@ -48,6 +49,7 @@ def _mount() -> None:
     from cli.eval import eval_app
     from cli.partition import partition_command
     from cli.profiles import profiles_app
+    from cli.project import project_app
     from cli.triton import triton_app
 
     worker.register(app, console)
@@ -66,6 +68,7 @@ def _mount() -> None:
     app.add_typer(eval_app, name="eval")  # ragstream eval tables PDF TRUTH.csv / eval retrieval Q.jsonl -p P
     app.add_typer(profiles_app, name="profiles")  # ragstream profiles list|set|delete
     app.add_typer(dlq_app, name="dlq")  # ragstream dlq list|redrive
+    app.add_typer(project_app, name="project")  # ragstream project delete P --yes
     app.add_typer(bench_app, name="bench")
 
 

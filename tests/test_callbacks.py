@@ -191,9 +191,9 @@ def test_callback_survives_postgres_and_receiver_outages(api, project, stack):
     time.sleep(15)  # notify queues it now; the receiver refuses connections meanwhile
     receiver = Receiver(secret=secret, fail_first=False, port=port)
     try:
-        got = receiver.wait_accepted(idempotency_key(scoped_id(project, doc), 1, "COMPLETED"), timeout_s=180)
+        got = receiver.wait_accepted(idempotency_key(doc, 1, "COMPLETED"), timeout_s=180)
         time.sleep(3)
     finally:
         receiver.close()
     assert len(got) == 1 and got[0]["verified"]
-    assert len(receiver.accepted[idempotency_key(scoped_id(project, doc), 1, "COMPLETED")]) == 1
+    assert len(receiver.accepted[idempotency_key(doc, 1, "COMPLETED")]) == 1

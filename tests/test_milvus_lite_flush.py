@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from adapters.vector_store import VectorStore, alias_name
+from adapters.vector_store import CrossProcessGate, VectorStore, alias_name
 from tests.test_milvus_reconnect import _rows
 
 pytestmark = [pytest.mark.integration]
@@ -81,6 +81,8 @@ def test_a_flush_from_another_store_makes_a_count_miss_fresh_rows(stack, project
     documents on a 2-core VM).  If this ever stops failing to count, Milvus Lite has
     fixed it and the flush gate can go."""
     reader, flusher = VectorStore(stack.milvus_uri), VectorStore(stack.milvus_uri)
+    for store in (reader, flusher):  # two processes' worth, without the cross-process gate
+        store._cross_process = CrossProcessGate(None)
     reader.upsert_sync(project, _rows(project, "warm", 1))
     with _FlushLoop(flusher, project) as loop:
         short, written = _short_counts(reader, project, docs=3000, budget_s=90, stop_at_first=True)
@@ -100,3 +102,28 @@ def test_one_store_never_counts_or_deletes_during_its_own_flush(stack, project):
     assert len(written) == 300 and loop.flushes > 10
     assert not short, f"{len(short)} short counts: {short[:5]}"
     assert _rows_left(store, project) == 0
+
+
+def test_two_stores_are_serialised_by_the_cross_process_gate(stack, project):
+    """Issue 23, failure 8: deletes from another process (normalize, the outcome claim)
+    were not serialised with the index process's flushes, so rows of a deleted or
+    FAILED version could survive.  Two VectorStores with the gate (each hold opens
+    the lock file anew, so two stores in one process exclude each other as two
+    processes do): every count after an upsert is exact and deleting every document
+    leaves no row, with the other store flushing in a loop."""
+    writer, flusher = VectorStore(stack.milvus_uri), VectorStore(stack.milvus_uri)
+    assert writer._cross_process.path and writer._cross_process.path == flusher._cross_process.path
+    writer.upsert_sync(project, _rows(project, "warm", 1))
+    with _FlushLoop(flusher, project) as loop:
+        short, written = _short_counts(writer, project, docs=300, budget_s=600, stop_at_first=False)
+        for doc in written + ["warm"]:
+            writer.delete_document_sync(project, doc)
+    assert len(written) == 300 and loop.flushes > 10
+    assert not short, f"{len(short)} short counts: {short[:5]}"
+    assert _rows_left(writer, project) == 0
+
+
+def test_a_remote_milvus_takes_no_file_lock():
+    assert CrossProcessGate.for_uri("http://milvus.prod.svc:19530").path is None
+    assert CrossProcessGate.for_uri("http://127.0.0.1:19530").path
+    assert CrossProcessGate.for_uri("http://127.0.0.1:19530").path != CrossProcessGate.for_uri("http://127.0.0.1:19531").path
