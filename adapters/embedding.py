@@ -32,6 +32,13 @@ class Embedder(Protocol):
         backend-specific error (subclass of ``EmbedderError``) when inference fails."""
         ...
 
+    async def cache_identity(self) -> str:
+        """The embedding cache's model key: a short hex digest (16 characters) of the
+        model actually loaded and every setting that changes its vectors (token
+        limit, tokenizer, pooling); equal only when the vectors would be
+        (adapters/model_identity.py)."""
+        ...
+
     async def close(self) -> None:
         """Release sessions, threads and connections; idempotent."""
         ...

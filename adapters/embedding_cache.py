@@ -2,6 +2,14 @@
 unchanged chunks of a new document version — or any text embedded before — are
 never embedded again.
 
+The model is the embedder's ``cache_identity()`` (adapters/model_identity.py): a
+digest of the weights, tokenizer and token limit actually loaded (ONNX) or of the
+model as the Triton server reports it, so a worker started with another model or
+token limit misses instead of serving the old model's vectors (issue 23, failure
+7).  Rows written under the former fixed name ``all-MiniLM-L6-v2`` simply stop
+matching (no migration: the key column holds any string); nothing evicts rows
+today, so they stay until the table is cleared.
+
 Table ``embedding_cache`` (revision 0003_embedding_cache): ``content_hash`` (hex
 sha256 of ``model + "\\0" + text``, :func:`content_hash`), ``model``, ``dims``,
 ``vector`` (``dims`` float32 little-endian, as the embedder returned them, so a
@@ -113,7 +121,8 @@ async def embed_cached(texts: Sequence[str], embedder, cache: EmbeddingCache,
                        model: str) -> CachedEmbedding:
     """Vectors of ``texts`` (``embedder.embed`` contract: float32 ``(n, dim)``, unit
     rows): cached ones read back, the rest embedded once per distinct text and
-    stored.  ``model`` names the embedding model (part of the key)."""
+    stored.  ``model``: the embedding model's key, the embedder's ``cache_identity()``
+    (part of every row's hash; stored in the ``model`` column)."""
     texts = list(texts)
     dim = int(embedder.dim)
     if not texts:

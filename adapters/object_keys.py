@@ -2,6 +2,9 @@
 same keys, so a redelivered or replayed event overwrites instead of duplicating."""
 from __future__ import annotations
 
+import re
+from typing import Optional
+
 
 def raw_key(project: str, category: str, version: int, document_id: str, ext: str) -> str:
     """``raw/{project}/{category}/v{version}/{document_id}.{ext}``."""
@@ -53,3 +56,17 @@ def document_prefix(area: str, project: str, document_id: str) -> str:
     """``{area}/{project}/{document_id}/``: every version of a document in one area
     (``processed`` or ``work``)."""
     return f"{area}/{project}/{document_id}/"
+
+
+_VERSION_PART = re.compile(r"v(\d+)(?:/|\.json$)")
+
+
+def key_version(key: str, prefix: str) -> Optional[int]:
+    """The version a key under :func:`document_prefix` belongs to: ``n`` for
+    ``{prefix}v{n}/…`` (work objects) and ``{prefix}v{n}.json`` (processed chunks);
+    None for a key outside ``prefix`` or of any other shape (such a key is no
+    version's, so a bounded delete leaves it alone)."""
+    if not key.startswith(prefix):
+        return None
+    m = _VERSION_PART.match(key, len(prefix))
+    return int(m.group(1)) if m else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import AsyncIterator, BinaryIO, Optional
+from typing import AsyncIterator, BinaryIO, Callable, Optional
 
 import aioboto3
 from botocore.config import Config
@@ -117,9 +117,11 @@ class ObjectStore:
             for obj in page.get("Contents", []):
                 yield obj["Key"]
 
-    async def delete_prefix(self, prefix: str, bucket: Optional[str] = None) -> int:
-        """Delete every object under ``prefix``; returns how many were deleted."""
-        keys = [k async for k in self.list_keys(prefix, bucket)]
+    async def delete_prefix(self, prefix: str, bucket: Optional[str] = None,
+                            where: Optional[Callable[[str], bool]] = None) -> int:
+        """Delete every object under ``prefix`` (only those whose key ``where``
+        accepts, when given); returns how many were deleted."""
+        keys = [k async for k in self.list_keys(prefix, bucket) if where is None or where(k)]
         for i in range(0, len(keys), 1000):
             await self.client.delete_objects(
                 Bucket=bucket or self.bucket,

@@ -38,6 +38,7 @@ from tenacity import (
 )
 
 from adapters.embedding import DIM, EmbedderError, check_texts
+from adapters.model_identity import identity, triton_parts
 
 if TYPE_CHECKING:  # pragma: no cover
     from streams.settings import Settings
@@ -50,6 +51,10 @@ LATENCY = Histogram(
     ["model"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
 REQUESTS = Counter("ragstream_triton_requests_total", "Triton inference requests", ["model", "outcome"])
 RETRIES = Counter("ragstream_triton_retries_total", "Retried Triton requests", ["model", "status"])
+
+#: seconds a model identity (:meth:`TritonEmbedder.cache_identity`) is used before
+#: the server is asked again (a model reloaded in place shows within this)
+IDENTITY_TTL_S = 60.0
 
 #: gRPC status codes (as tritonclient reports them) that mean "try again later"
 RETRYABLE = frozenset({"StatusCode.UNAVAILABLE"})
@@ -106,6 +111,8 @@ class TritonEmbedder:
         self._client = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sem: asyncio.Semaphore | None = None
+        self._identity: str | None = None
+        self._identity_at = 0.0
 
     @classmethod
     def from_settings(cls, settings: "Settings") -> "TritonEmbedder":
@@ -135,6 +142,7 @@ class TritonEmbedder:
             ok = _status(exc) in RETRYABLE
             if ok:
                 RETRIES.labels(self.model, _status(exc)).inc()
+                self._identity = None  # the server may come back with another model
             return ok
 
         return AsyncRetrying(
@@ -153,6 +161,41 @@ class TritonEmbedder:
                                                         client_timeout=min(self.timeout_s, 10.0))
             self.max_batch = int(cfg["config"].get("max_batch_size", 0)) or 1 << 30
         return self.max_batch
+
+    async def cache_identity(self) -> str:
+        """The embedding cache's model key for this embedder: a 16-hex-character digest
+        (adapters/model_identity.py) of the model's metadata and configuration as the
+        server reports them — name, loaded version(s), backend, inputs, outputs, the
+        parameters that change vectors (``max_tokens``: the tokenizer runs inside the
+        server) and, for an ensemble, the same of every step's model.
+
+        Asked of the server on the first call, again after :data:`IDENTITY_TTL_S`
+        seconds and after any UNAVAILABLE (a restarted server may serve another
+        model).  Cache rows written before this key existed (model
+        ``all-MiniLM-L6-v2``) no longer match and are re-embedded once.  Raises
+        :class:`TritonEmbedderError` when the server cannot answer (after the same
+        retries as :meth:`embed`)."""
+        if self._identity is None or time.monotonic() - self._identity_at > IDENTITY_TTL_S:
+            try:
+                parts = await self._model_parts(self.model, "", depth=0)
+            except Exception as exc:
+                status = _status(exc)
+                raise TritonEmbedderError(f"Triton {self.model} at {self.url}: {status}: {exc}", status) from exc
+            self._identity, self._identity_at = identity(parts), time.monotonic()
+        return self._identity
+
+    async def _model_parts(self, name: str, version: str, depth: int) -> dict:
+        client = self._ensure_client()
+        timeout = min(self.timeout_s, 10.0)
+        async for attempt in self._retrying():
+            with attempt:
+                meta = await client.get_model_metadata(name, version, as_json=True, client_timeout=timeout)
+                cfg = await client.get_model_config(name, version, as_json=True, client_timeout=timeout)
+        parts = triton_parts(meta, cfg["config"])
+        if depth < 4:  # an ensemble's steps (a step is rarely an ensemble itself)
+            parts["steps"] = [await self._model_parts(step, "" if v == "-1" else v, depth + 1)
+                              for step, v in parts["ensemble"]]
+        return parts
 
     async def _infer(self, texts: list[str]) -> np.ndarray:
         import tritonclient.grpc.aio as grpcclient

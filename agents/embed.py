@@ -4,8 +4,10 @@ Batches across documents (``stream.take_events(max_batch, within=delay)``) and e
 each batch in one call (Triton or in-process ONNX Runtime, by settings.embedder).
 Vectors: float32, 384 dimensions, L2-normalised.  A chunk whose exact embed text was
 embedded before by the same model is not embedded again: its vector comes from the
-embedding cache in PostgreSQL (adapters/embedding_cache.py, keyed by sha256 of model
-and text), so a new version that changes one page embeds only the changed chunks;
+embedding cache in PostgreSQL (adapters/embedding_cache.py, keyed by sha256 of the
+embedder's ``cache_identity()`` — a digest of the model actually loaded and its token
+limit, adapters/model_identity.py — and the text), so a new version that changes one
+page embeds only the changed chunks;
 ``ragstream_embed_cache_total{result="hit"|"miss"}`` counts chunks each way.
 """
 from __future__ import annotations
@@ -31,7 +33,7 @@ async def embed_batch(ctx: StageContext, chunks: Sequence[Chunk]) -> None:
     embedder = await ctx.resources.embedder()
     model = getattr(embedder, "model_name", "all-MiniLM-L6-v2")
     result = await embed_cached([c.embed_text or c.text for c in chunks], embedder,
-                                await ctx.resources.embedding_cache(), model)
+                                await ctx.resources.embedding_cache(), await embedder.cache_identity())
     EMBED_CACHE.labels(result="miss").inc(result.embedded)
     EMBED_CACHE.labels(result="hit").inc(result.cached)
     vectors = result.vectors

@@ -2,8 +2,8 @@
 
 Detects the real type by content, converts when the category profile asks, and
 hands partition a claim check (bucket/key) to the file to parse.  Delete requests
-are applied here: chunks leave Milvus, objects of every version leave storage,
-status DELETED.  Its worker also sweeps the upload outbox: versions registered but
+are applied here: chunks and objects of every version up to the delete's leave
+Milvus and storage, status DELETED.  Its worker also sweeps the upload outbox: versions registered but
 never queued (the uploader lost the broker half-way) are queued from here.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import faust
 
-from adapters.object_keys import document_prefix, normalized_key
+from adapters.object_keys import document_prefix, key_version, normalized_key
 from adapters.profiles_store import load_profile
 from agents.context import StageContext
 from agents.runner import Stage
@@ -65,18 +65,35 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
 
 
 async def delete_one(ctx: StageContext, event: UploadEvent) -> None:
-    """Remove a document: chunks of every version up to the delete's from Milvus, the
-    raw objects of every version (whatever their category), its processed and work
-    objects, then status DELETED.  Idempotent."""
-    await ctx.resources.vectors.delete_versions_below(event.project, event.document_id, event.version + 1)
+    """Remove a document up to the delete's version N (``event.version``): its chunks
+    of versions <= N from Milvus, the raw objects of those versions (whatever their
+    category), their processed and work objects, then status DELETED for version N.
+
+    Versions above N are left whole: a delete racing a new upload, a redelivered
+    delete or a ``dlq redrive`` of an old one must not remove v(N+1)'s objects or
+    chunks (issue 23, failure 5; tests/test_delete_bounds.py).  N's status event
+    cannot move a newer version's projection back (its ``seq`` is lower).
+    Idempotent."""
+    up_to = event.version
+    await ctx.resources.vectors.delete_versions_below(event.project, event.document_id, up_to + 1)
     metadata = await ctx.resources.metadata()
     store = await ctx.resources.store()
     for row in await metadata.versions(event.document_id):
-        if row["version"] <= event.version:
+        if row["version"] <= up_to:
             await store.client.delete_object(Bucket=event.bucket, Key=row["raw_key"])
-    await store.delete_prefix(document_prefix("processed", event.project, event.document_id), event.bucket)
-    await store.delete_prefix(document_prefix("work", event.project, event.document_id), event.bucket)
+    for area in ("processed", "work"):
+        prefix = document_prefix(area, event.project, event.document_id)
+        await store.delete_prefix(prefix, event.bucket, where=_versions_up_to(prefix, up_to))
     await ctx.emit(event, DocumentStatus.DELETED, stage=STAGE)
+
+
+def _versions_up_to(prefix: str, up_to: int):
+    """Key filter: objects of versions ``<= up_to`` under a document prefix (a key
+    without a version in it is kept)."""
+    def wanted(key: str) -> bool:
+        version = key_version(key, prefix)
+        return version is not None and version <= up_to
+    return wanted
 
 
 async def sweep_unqueued(ctx: StageContext) -> int:
