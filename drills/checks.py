@@ -218,16 +218,18 @@ class DrillResult:
     not_terminal: int = 0
     failed: int = 0
     callbacks_ok: bool = False
+    leaked: int = 0
     notes: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
     def line(self) -> str:
         """``name passed=… seconds=… lost=… extra=… duplicate_completions=…
-        reprocessed=… callbacks_ok=… notes=…``."""
+        reprocessed=… leaked=… callbacks_ok=… notes=…``."""
         notes = "; ".join(self.notes) or "-"
         return (f"{self.name:<18} passed={str(self.passed).lower():<5} seconds={self.seconds:6.1f} "
                 f"lost={self.lost} extra={self.extra} duplicate_completions={self.duplicate_completions} "
-                f"reprocessed={self.reprocessed} callbacks_ok={str(self.callbacks_ok).lower()} "
+                f"reprocessed={self.reprocessed} leaked={self.leaked} "
+                f"callbacks_ok={str(self.callbacks_ok).lower()} "
                 f"notes={notes}")
 
     def as_dict(self) -> dict[str, Any]:
@@ -316,11 +318,14 @@ def evaluate(name: str, *, expected: Mapping[str, int], events: Iterable[Any],
 
 def summary_line(results: Sequence[DrillResult]) -> str:
     """``drills_passed=<n>/<m> lost=<chunks> extra=<chunks>
-    duplicate_completions=<n> reprocessed=<docs>`` over all drills."""
+    duplicate_completions=<n> reprocessed=<docs> leaked=<n>`` over all drills
+    (``leaked``: finds of another project's or a deleted document's data, the
+    tenants and lifecycle drills: drills/leaks.py)."""
     return (f"drills_passed={sum(r.passed for r in results)}/{len(results)} "
             f"lost={sum(r.lost for r in results)} extra={sum(r.extra for r in results)} "
             f"duplicate_completions={sum(r.duplicate_completions for r in results)} "
-            f"reprocessed={sum(r.reprocessed for r in results)}")
+            f"reprocessed={sum(r.reprocessed for r in results)} "
+            f"leaked={sum(r.leaked for r in results)}")
 
 
 def report_json(results: Sequence[DrillResult], **meta: Any) -> str:

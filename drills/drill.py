@@ -20,12 +20,15 @@ restart-<service>   broker, postgres, milvus, s3, triton: stopped mid-run for
                     ``--outage`` seconds, then started again
 new-versions        mid-run, changed bytes of some documents are uploaded under
                     the same names (version 2); only v2 may stay in Milvus
+tenants, lifecycle  a sibling project with a colliding name; a reindex, late
+                    documents, a rollback and deletes (drills/lifecycle.py);
+                    ``leaked`` counts data reachable where it must not be
 =================== =========================================================
 
 Workers log to ``{data_dir}/logs/drill/``.  Callbacks go to a receiver on
 127.0.0.1 that records every request.  One report line per drill, then
 ``drills_passed=<n>/<m> lost=<chunks> extra=<chunks> duplicate_completions=<n>
-reprocessed=<docs>``; exit code 0 only when every drill passed.
+reprocessed=<docs> leaked=<n>``; exit code 0 only when every drill passed.
 
 Size: the drill runner: the run/stack state, the five kinds of fault, the waits and
 the verdict share that state; the corpus, the observers, the faults' mechanics and the
@@ -47,13 +50,14 @@ from drills import faults
 from drills.checks import (RESTART_STATUSES, STAGE_STATUSES, DrillResult, all_terminal,
                            by_version, evaluate, report_json, summary_line)
 from drills.corpus import make_corpus
+from drills.lifecycle import fault_lifecycle, fault_tenants
 from drills.observe import Receiver, Recorder
 from streams.settings import Settings, get_settings
 
 SERVICES = ("postgres", "milvus", "s3", "triton", "broker")
 # redeploy first (a fresh stack: the Procfile groups do not exist yet); the broker
 # restart last, so that what an in-memory broker loses cannot spoil the other drills
-DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", "new-versions",
+DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", "new-versions", "tenants", "lifecycle",
                            *(f"restart-{s}" for s in SERVICES))
 
 
@@ -87,6 +91,7 @@ class Run:
     reprocess_after: Optional[float] = None
     reprocess_statuses: Sequence[str] = RESTART_STATUSES
     fault_done: bool = False
+    leaked: int = 0  # the tenants and lifecycle drills: data found where it must not be
 
     async def ingest(self, paths: Sequence[Path]) -> dict[str, int]:
         """Upload ``paths`` like ``ragstream ingest`` does; returns {doc: version}."""
@@ -245,6 +250,8 @@ FAULTS: dict[str, Callable[[Stack, Run], Awaitable[None]]] = {
     "kill-workers": _fault_kill_workers,
     **{f"restart-{s}": _fault_restart(s) for s in SERVICES},
     "new-versions": _fault_new_versions,
+    "tenants": fault_tenants,
+    "lifecycle": fault_lifecycle,
 }
 
 
@@ -406,6 +413,8 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
                           reprocess_after=run.reprocess_after,
                           reprocess_statuses=run.reprocess_statuses,
                           seconds=time.monotonic() - t_start, notes=run.notes)
+        result.leaked = run.leaked
+        result.passed = result.passed and not run.leaked
     except Exception as exc:  # noqa: BLE001 — a drill that crashes is a failed drill
         restart_fleet = True
         result = DrillResult(name, seconds=round(time.monotonic() - t_start, 1),

@@ -20,7 +20,7 @@ from drills.checks import (Callback, Ev, chunk_diff, duplicate_completions, eval
                                   expected_chunk_ids, reprocessed, summary_line)
 
 SUMMARY = re.compile(r"^drills_passed=(\d+)/(\d+) lost=(\d+) extra=(\d+) "
-                     r"duplicate_completions=(\d+) reprocessed=(\d+)$")
+                     r"duplicate_completions=(\d+) reprocessed=(\d+) leaked=(\d+)$")
 
 
 def _done(doc: str, version: int, total: int, t0: float = 100.0) -> list[Ev]:
@@ -102,7 +102,7 @@ def test_summary_line_format():
     b = evaluate("b", expected={"b": 1}, events=_done("b", 1, 2), present={"b": {"b:1:0"}},
                  callbacks=[_cb("b", 1)])
     line = summary_line([a, b])
-    assert line == "drills_passed=1/2 lost=1 extra=0 duplicate_completions=0 reprocessed=0"
+    assert line == "drills_passed=1/2 lost=1 extra=0 duplicate_completions=0 reprocessed=0 leaked=0"
     assert SUMMARY.match(line)
 
 
@@ -160,6 +160,6 @@ def test_drill_passes(drill_stack, name):
     assert m, lines[-1]
     assert [DRILL_LINE.match(ln)["name"] for ln in lines if DRILL_LINE.match(ln)] == [name]
     assert not [ln for ln in lines if ln.startswith("cleanup:")]
-    assert lines[-1] == "drills_passed=1/1 lost=0 extra=0 duplicate_completions=0 reprocessed=0", \
+    assert lines[-1] == "drills_passed=1/1 lost=0 extra=0 duplicate_completions=0 reprocessed=0 leaked=0", \
         "\n".join(lines[-12:])
     assert proc.returncode == 0

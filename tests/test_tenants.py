@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import time
 import uuid
 
@@ -172,3 +173,43 @@ def test_same_named_files_in_two_folders_are_two_documents(stack, worker, tmp_pa
     assert len({r.document_id for r in outcome.results}) == 2
     assert {r.version for r in outcome.results} == {1}
     assert {outcome.last[r.document_id].status for r in outcome.results} == {"COMPLETED"}
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_api_fuzz_finds_no_server_error_and_no_cross_project_read(api, stack, tmp_path):
+    """Schemathesis against the app's own OpenAPI document with project B's key, while
+    project A (a name one character away) holds a COMPLETED document with a marker:
+    no response is a 5xx, and none carries A's marker, file name or scoped id
+    (tests/fuzz_hooks.py).  Bounded: 25 examples per operation, one worker, a seed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from api_helpers import create_key, upload, wait_status
+
+    base = "t" + uuid.uuid4().hex[:8]
+    a, b = f"{base}-x", f"{base}_x"
+    marker = f"narwhal{uuid.uuid4().hex[:8]}"
+    secret = tmp_path / f"{marker}.txt"
+    secret.write_text(f"The {marker} account holds the settlement figures. " * 4)
+    key_a = create_key(a)
+    r = upload(api.url, key_a, secret, document_id="shared")
+    assert r.status_code == 202, r.text
+    assert wait_status(api.url, key_a, "shared", {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
+    key_b = create_key(b)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": str(root / "tests" / "fuzz_hooks.py"),
+           "RAGSTREAM_FUZZ_FORBIDDEN": ",".join([marker, scoped_id(a, "shared")])}
+    started = time.monotonic()
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "st"), "run", f"{api.url}/openapi.json",
+         "-H", f"X-API-Key: {key_b}", "--checks", "not_a_server_error,no_cross_project_data",
+         "--max-examples", "25", "--exclude-path", "/v1/status/stream", "--workers", "1",
+         "--seed", "20261203", "--report-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    took = time.monotonic() - started
+    tail = "\n".join(out.stdout.splitlines()[-30:])
+    print(f"\nfuzz: {took:.0f} s\n{tail}")
+    assert out.returncode == 0, tail
+    assert "no_cross_project_data" in out.stdout and "passed" in out.stdout, tail
