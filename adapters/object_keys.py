@@ -1,6 +1,32 @@
 """Deterministic object-storage keys: the same document version always maps to the
-same keys, so a redelivered or replayed event overwrites instead of duplicating."""
+same keys, so a redelivered or replayed event overwrites instead of duplicating.
+
+Categories and document ids become key segments, so they are checked against
+``CATEGORY_RE`` and ``DOCUMENT_ID_RE`` (the API's rules, api/documents.py) wherever
+they enter: no ``/``, no ``..``, nothing empty.
+"""
 from __future__ import annotations
+
+import re
+
+CATEGORY_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+DOCUMENT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_category(category: str) -> str:
+    """``category`` unchanged when it matches ``[A-Za-z0-9_-]{1,64}``; else ValueError
+    naming the value and the rule."""
+    if not CATEGORY_RE.fullmatch(category):
+        raise ValueError(f"category {category!r} must match [A-Za-z0-9_-]{{1,64}}")
+    return category
+
+
+def check_document_id(document_id: str) -> str:
+    """``document_id`` unchanged when it matches ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``
+    (so never ``.``, ``..`` or a ``/``); else ValueError naming the value and the rule."""
+    if not DOCUMENT_ID_RE.fullmatch(document_id):
+        raise ValueError(f"document id {document_id!r} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}}")
+    return document_id
 
 
 def raw_key(project: str, category: str, version: int, document_id: str, ext: str) -> str:

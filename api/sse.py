@@ -13,6 +13,8 @@ Wire format (``text/event-stream``)::
     event: status
     data: {"document_id": ..., "version": ..., "status": ..., "seq": ..., ...}
 
+(every field of the status event except its ``callback_url``: ``SSE_OMITTED``)
+
 plus a ``: ping`` comment every ``PING_S`` seconds so proxies keep the stream open.
 """
 from __future__ import annotations
@@ -152,9 +154,16 @@ class StatusHub:
             await self._consumer.stop()
 
 
+# fields of a status event that SSE frames leave out: a callback URL often carries
+# a token, and every client of the project (dashboards included) reads the stream
+SSE_OMITTED = ("callback_url",)
+
+
 def frame(ev: StatusEvent) -> bytes:
-    """One SSE frame for a status event."""
-    return b"id: %d\nevent: status\ndata: %s\n\n" % (ev.seq, orjson.dumps(ev.asdict()))
+    """One SSE frame for a status event: the event's fields as JSON, without
+    ``SSE_OMITTED`` (the callback URL)."""
+    data = {k: v for k, v in ev.asdict().items() if k not in SSE_OMITTED}
+    return b"id: %d\nevent: status\ndata: %s\n\n" % (ev.seq, orjson.dumps(data))
 
 
 async def event_stream(hub: StatusHub, *, project: str, document_id: Optional[str],
