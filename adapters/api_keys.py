@@ -53,17 +53,23 @@ class ApiKeys:
 
     async def verify(self, key: Optional[str]) -> Optional[str]:
         """The project of a valid, unrevoked key; None for a missing, malformed,
-        unknown or revoked key (callers answer 401 without saying which)."""
+        unknown or revoked key (callers answer 401 without saying which).
+
+        The hash is compared before anything is written: ``last_used_at`` is set only
+        for a key that verified, so guessing secrets for a known key id changes nothing."""
         if not key:
             return None
         match = KEY_RE.fullmatch(key.strip())
         if not match:
             return None
         row = await self.pool.fetchrow(
-            "UPDATE api_keys SET last_used_at = now() WHERE key_id = $1 AND revoked_at IS NULL "
-            "RETURNING project, key_hash", match.group(1))
+            "SELECT project, key_hash FROM api_keys WHERE key_id = $1 AND revoked_at IS NULL",
+            match.group(1))
         if row is None or not hmac.compare_digest(row["key_hash"], hash_key(key.strip())):
-            return None
+            return None  # a wrong secret for a known key id leaves no trace on the row
+        await self.pool.execute(  # stamped only once the hash matched
+            "UPDATE api_keys SET last_used_at = now() WHERE key_id = $1 AND key_hash = $2",
+            match.group(1), row["key_hash"])
         return row["project"]
 
     async def revoke(self, key_id: str) -> bool:

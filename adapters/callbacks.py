@@ -1,9 +1,11 @@
-"""Completion callbacks: the outbox table, signing, the address guard and delivery.
+"""Completion callbacks: the outbox tables and delivery.
 
 Tables (PostgreSQL, created by the revisions in adapters/migrations/):
 
-- ``project_secrets`` — one HMAC secret per project (created on first use, shown by
-  ``ragstream apikey secret --project P``).
+- ``project_secrets`` — the HMAC secret of each project (created on first use, shown by
+  ``ragstream apikey secret --project P``; ``--rotate`` makes a new one current and
+  keeps the old one as ``previous_secret``, still signed with for
+  ``settings.callback_secret_overlap_s`` after ``rotated_at``).
 - ``callbacks`` — one row per (document, version, terminal status): the outbox.  Its
   primary key is the idempotency key ``{document_id}:v{version}:{status}``, so a
   redelivered or replayed status event never queues a second callback.  ``state`` is
@@ -13,74 +15,55 @@ Tables (PostgreSQL, created by the revisions in adapters/migrations/):
   (and signs) the same bytes.
 
 Delivery: ``POST`` with ``Content-Type: application/json``,
-``X-Ragstream-Signature: sha256=<hex HMAC-SHA256(secret, body)>`` and
-``Idempotency-Key``.  2xx → delivered; 408, 425, 429, 5xx and connection errors are
-retried with exponential backoff (tenacity) up to a cap; other 4xx fail at once.
-Redirects are not followed.
+``X-Ragstream-Signature: t=<unix s>,v1=<hex HMAC-SHA256(secret, f"{t}.{body}")>``
+(adapters/callback_signature.py: the format, and ``verify_signature`` for receivers)
+and ``Idempotency-Key``.  Each attempt has a total deadline
+(``settings.callback_timeout_s``: connect, send, headers and body together) and reads
+at most ``RESPONSE_READ_MAX`` bytes of the answer.  2xx → delivered; 408, 425, 429,
+5xx, deadline and connection errors are retried with exponential backoff (tenacity)
+up to a cap; other 4xx fail at once.  Redirects are not followed.  Logs name the URL
+through :func:`redact_url` (no query, user-info or fragment: receivers put tokens
+there).
 
-Address guard: every connection resolves the host itself and refuses any address
-that is not globally routable (loopback, private, link-local such as
-169.254.169.254, CGNAT, multicast, reserved, unspecified), unless the host (or the
-address, or a CIDR containing it) is on ``settings.callback_allow_hosts``.  The
-check runs inside the connection (a custom network backend), on the addresses
-actually dialled, so DNS rebinding between a check and the connect cannot slip
-through; proxies from the environment are ignored for the same reason.
+Address guard: adapters/callback_guard.py (every address dialled must be globally
+routable or allow-listed).
 
-Size: one outbox: its tables, signing, the address guard and the delivery loop share
-the row states and the retry schedule; split, a reader would follow one callback
-through four files.
+Size: one outbox: its tables and the delivery loop share the row states and the
+retry schedule (signing and the address guard are modules of their own).
 """
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
-import ipaddress
 import logging
 import secrets
-import socket
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Optional
-from urllib.parse import urlsplit
+from typing import Any, Optional
 
 import asyncpg
-import httpcore
 import httpx
 import orjson
-from httpcore._backends.auto import AutoBackend
 from prometheus_client import Counter
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from adapters.callback_guard import (AllowList, CallbackRefused, RetryableDelivery,  # noqa: F401 (re-exported)
+                                     address_problem, check_url_syntax, guarded_client,
+                                     redact_url)
+from adapters.callback_signature import SIGNATURE_HEADER, sign, verify_signature  # noqa: F401 (re-exported)
 
 from streams.document_ids import local_id
 
 log = logging.getLogger(__name__)
 
-SIGNATURE_HEADER = "X-Ragstream-Signature"
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 RETRYABLE_CODES = frozenset({408, 425, 429}) | frozenset(range(500, 600))
+RESPONSE_READ_MAX = 4096  # bytes of a receiver's answer read (for the reason); the rest is dropped
 
 CALLBACKS_TOTAL = Counter("ragstream_callbacks_total",
                           "Callback outcomes by final state (delivered, refused, failed)", ["state"])
 CALLBACK_ATTEMPTS = Counter("ragstream_callback_attempts_total",
                             "Callback HTTP attempts by result (2xx, 4xx, 5xx, error)", ["result"])
-
-class CallbackRefused(Exception):
-    """The callback's destination is not allowed; ``reason`` says why (permanent)."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class RetryableDelivery(Exception):
-    """An attempt failed in a way worth retrying (5xx, 429, timeout, connection)."""
-
-    def __init__(self, reason: str, code: Optional[int] = None):
-        super().__init__(reason)
-        self.reason, self.code = reason, code
 
 
 class PermanentDelivery(Exception):
@@ -91,17 +74,7 @@ class PermanentDelivery(Exception):
         self.reason, self.code = reason, code
 
 
-# -- signing ---------------------------------------------------------------------------
-def sign(secret: str, body: bytes) -> str:
-    """``sha256=`` + hex HMAC-SHA256 of ``body`` under ``secret`` (the header value)."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def verify_signature(secret: str, body: bytes, header: Optional[str]) -> bool:
-    """True when ``header`` is the signature of ``body`` (constant-time compare)."""
-    return bool(header) and hmac.compare_digest(sign(secret, body), header)
-
-
+# -- body ------------------------------------------------------------------------------
 def idempotency_key(document_id: str, version: int, status: str) -> str:
     """``{document_id}:v{version}:{status}``: one callback per terminal state."""
     return f"{document_id}:v{version}:{status}"
@@ -125,143 +98,6 @@ def callback_body(*, document_id: str, project: str, version: int, status: str,
     })
 
 
-# -- address guard ---------------------------------------------------------------------
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-
-@dataclass(frozen=True)
-class AllowList:
-    """Hosts (lower-case names or literal IPs) and networks that may be non-global."""
-
-    hosts: frozenset[str]
-    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
-
-    @classmethod
-    def parse(cls, spec: str | Iterable[str]) -> "AllowList":
-        """From ``"localhost, 10.0.0.0/8, hooks.internal"`` (or a list of items)."""
-        items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
-        hosts, nets = set(), []
-        for item in filter(None, items):
-            try:
-                nets.append(ipaddress.ip_network(item, strict=False))
-            except ValueError:
-                hosts.add(item.lower().rstrip("."))
-        return cls(frozenset(hosts), tuple(nets))
-
-    def allows(self, host: str, ip: IPAddress) -> bool:
-        """True when ``host`` is listed or ``ip`` lies in a listed network."""
-        return host.lower().rstrip(".") in self.hosts or any(ip in n for n in self.networks)
-
-
-def address_problem(ip: IPAddress) -> Optional[str]:
-    """Why ``ip`` may not receive callbacks (``"loopback"``, ``"link-local"``, …), or
-    None for a globally routable unicast address."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    for attr, label in (("is_loopback", "loopback"), ("is_link_local", "link-local"),
-                        ("is_unspecified", "unspecified"), ("is_multicast", "multicast"),
-                        ("is_private", "private"), ("is_reserved", "reserved")):
-        if getattr(ip, attr):
-            return label
-    if not ip.is_global:
-        return "not globally routable"
-    return None
-
-
-def check_url_syntax(url: str) -> str:
-    """Validate a callback URL's form; returns it.  Raises CallbackRefused for a
-    scheme other than http/https, a missing host, or more than 2048 characters."""
-    if len(url) > 2048:
-        raise CallbackRefused("callback URL longer than 2048 characters")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 — raises ValueError for a bad port
-    except ValueError as exc:
-        raise CallbackRefused(f"malformed callback URL: {exc}") from exc
-    if parts.scheme not in ("http", "https"):
-        raise CallbackRefused(f"callback URL scheme {parts.scheme!r} is not http or https")
-    if not parts.hostname:
-        raise CallbackRefused("callback URL has no host")
-    return url
-
-
-async def resolve_allowed(host: str, port: int, allow: AllowList) -> list[str]:
-    """Resolve ``host`` and return the addresses a callback may dial (in resolver
-    order).  Raises CallbackRefused when any resolved address is not allowed (a host
-    that resolves to one public and one private address is refused whole), and
-    RetryableDelivery when the name does not resolve."""
-    try:
-        ips = [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-        except socket.gaierror as exc:
-            raise RetryableDelivery(f"cannot resolve {host}: {exc}") from exc
-        ips = list(dict.fromkeys(ipaddress.ip_address(i[4][0].split("%")[0]) for i in infos))
-    for ip in ips:
-        problem = address_problem(ip)
-        if problem and not allow.allows(host, ip):
-            raise CallbackRefused(
-                f"callback host {host} resolves to {ip}, a {problem} address; refused "
-                f"(allow it with RAGSTREAM_CALLBACK_ALLOW_HOSTS)")
-    return [str(ip) for ip in ips]
-
-
-class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore network backend that dials only addresses the allow-list permits.
-
-    TLS still verifies the certificate against the URL's host name (httpcore passes
-    the origin host as SNI), so pinning the dialled IP keeps HTTPS intact.
-    """
-
-    def __init__(self, allow: AllowList):
-        self.allow = allow
-        self._inner = AutoBackend()
-
-    async def connect_tcp(self, host: str, port: int, timeout: Optional[float] = None,
-                          local_address: Optional[str] = None, socket_options=None):
-        """Resolve, check every address, dial the first allowed one that answers.
-        Raises CallbackRefused or httpcore.ConnectError."""
-        addresses = await resolve_allowed(host, port, self.allow)
-        last: Optional[Exception] = None
-        for ip in addresses:
-            try:
-                return await self._inner.connect_tcp(ip, port, timeout=timeout,
-                                                     local_address=local_address,
-                                                     socket_options=socket_options)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout, OSError) as exc:
-                last = exc
-        raise httpcore.ConnectError(f"cannot connect to {host}:{port}: {last}")
-
-    async def connect_unix_socket(self, *args, **kwargs):
-        """Never: callbacks go over TCP only.  Raises CallbackRefused."""
-        raise CallbackRefused("Unix sockets are not callback destinations")
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep (used by httpcore's retries)."""
-        await self._inner.sleep(seconds)
-
-
-class GuardedTransport(httpx.AsyncHTTPTransport):
-    """httpx transport whose connection pool dials through :class:`GuardedBackend`."""
-
-    def __init__(self, allow: AllowList, **kwargs: Any):
-        super().__init__(trust_env=False, **kwargs)
-        # httpx builds its httpcore pool privately; swap in one with the guard.
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(), max_connections=50,
-            max_keepalive_connections=10, keepalive_expiry=5.0,
-            network_backend=GuardedBackend(allow))
-
-
-def guarded_client(allow: AllowList, timeout_s: float) -> httpx.AsyncClient:
-    """An httpx client for callbacks: guarded dialling, no redirects, no env proxies."""
-    return httpx.AsyncClient(transport=GuardedTransport(allow), timeout=timeout_s,
-                             follow_redirects=False, trust_env=False,
-                             headers={"User-Agent": "ragstream-notifier/0.1"})
-
-
 # -- outbox ----------------------------------------------------------------------------
 class Callbacks:
     """The ``callbacks`` outbox and ``project_secrets`` over an asyncpg pool."""
@@ -271,12 +107,34 @@ class Callbacks:
         self.owner = uuid.uuid4().hex[:12]  # lease owner: this process
 
     async def secret(self, project: str) -> str:
-        """The project's HMAC secret, created (random 32 bytes, hex) on first use."""
+        """The project's current HMAC secret, created (random 32 bytes, hex) on first use."""
         await self.pool.execute(
             "INSERT INTO project_secrets (project, callback_secret) VALUES ($1, $2) "
             "ON CONFLICT DO NOTHING", project, secrets.token_hex(32))
         return await self.pool.fetchval(
             "SELECT callback_secret FROM project_secrets WHERE project = $1", project)
+
+    async def signing_secrets(self, project: str, overlap_s: float) -> list[str]:
+        """The secrets a callback of ``project`` is signed with: ``[current]``, or
+        ``[current, previous]`` while the last rotation is less than ``overlap_s``
+        seconds old (settings.callback_secret_overlap_s).  Creates the secret if new."""
+        await self.secret(project)
+        row = await self.pool.fetchrow(
+            "SELECT callback_secret, CASE WHEN rotated_at > now() - make_interval(secs => $2)"
+            " THEN previous_secret END AS previous FROM project_secrets WHERE project = $1",
+            project, float(overlap_s))
+        return [row["callback_secret"]] + ([row["previous"]] if row["previous"] else [])
+
+    async def rotate_secret(self, project: str) -> tuple[str, datetime]:
+        """Make a new random secret current; the old one becomes ``previous_secret``
+        (signed with too, until the overlap ends).  A second rotation inside the
+        overlap drops the oldest secret.  Returns ``(new secret, rotated_at)``."""
+        await self.secret(project)
+        row = await self.pool.fetchrow(
+            "UPDATE project_secrets SET previous_secret = callback_secret, callback_secret = $2,"
+            " rotated_at = now() WHERE project = $1 RETURNING callback_secret, rotated_at",
+            project, secrets.token_hex(32))
+        return row["callback_secret"], row["rotated_at"]
 
     async def enqueue(self, *, document_id: str, version: int, status: str, project: str,
                       url: str, body: bytes) -> bool:
@@ -354,21 +212,45 @@ class Callbacks:
         return {r["state"]: r["n"] for r in rows}
 
 
-async def attempt_once(client: httpx.AsyncClient, row: dict[str, Any], secret: str) -> int:
+async def _read_capped(resp: httpx.Response, limit: int) -> bytes:
+    """At most about ``limit`` bytes of the body (one network read past it at most:
+    httpcore reads 64 KiB at a time); the rest is never read."""
+    got = bytearray()
+    async for chunk in resp.aiter_raw():
+        got += chunk
+        if len(got) >= limit:
+            break
+    return bytes(got[:limit])
+
+
+async def attempt_once(client: httpx.AsyncClient, row: dict[str, Any], secret: str | list[str],
+                       deadline_s: float = 10.0) -> int:
     """POST one stored callback; returns the 2xx status code.
 
-    Raises CallbackRefused (address not allowed), RetryableDelivery (408/425/429/5xx,
-    timeouts, connection errors) or PermanentDelivery (other non-2xx).
+    ``secret``: the signing secret(s), current first (one ``v1`` each).  The whole
+    attempt (connect, send, response headers and up to ``RESPONSE_READ_MAX`` bytes of
+    body) must finish within ``deadline_s`` seconds (settings.callback_timeout_s);
+    a receiver that trickles bytes is cut off there.  Raises CallbackRefused (address
+    not allowed), RetryableDelivery (408/425/429/5xx, deadline, connection errors)
+    or PermanentDelivery (other non-2xx).
     """
     body = bytes(row["body"])
     check_url_syntax(row["url"])
+    request = client.build_request("POST", row["url"], content=body, headers={
+        "Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body),
+        IDEMPOTENCY_HEADER: row["idempotency_key"], "X-Ragstream-Attempt": str(row["attempts"])})
     try:
-        resp = await client.post(row["url"], content=body, headers={
-            "Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body),
-            IDEMPOTENCY_HEADER: row["idempotency_key"],
-            "X-Ragstream-Attempt": str(row["attempts"])})
+        async with asyncio.timeout(deadline_s):
+            resp = await client.send(request, stream=True)
+            try:
+                answer = await _read_capped(resp, RESPONSE_READ_MAX)
+            finally:
+                await resp.aclose()
     except CallbackRefused:
         raise
+    except TimeoutError as exc:
+        CALLBACK_ATTEMPTS.labels("error").inc()
+        raise RetryableDelivery(f"no complete answer within the {deadline_s:g} s deadline") from exc
     except httpx.HTTPError as exc:
         CALLBACK_ATTEMPTS.labels("error").inc()
         raise RetryableDelivery(f"{type(exc).__name__}: {exc}") from exc
@@ -376,25 +258,29 @@ async def attempt_once(client: httpx.AsyncClient, row: dict[str, Any], secret: s
     CALLBACK_ATTEMPTS.labels(f"{code // 100}xx").inc()
     if 200 <= code < 300:
         return code
+    said = answer[:200].decode("utf-8", "replace").strip()
+    reason = f"receiver answered {code}" + (f": {said}" if said else "")
     if code in RETRYABLE_CODES:
-        raise RetryableDelivery(f"receiver answered {code}", code)
-    raise PermanentDelivery(f"receiver answered {code}", code)
+        raise RetryableDelivery(reason, code)
+    raise PermanentDelivery(reason, code)
 
 
 async def deliver(callbacks: Callbacks, client: httpx.AsyncClient, key: str, *,
                   max_attempts: int, backoff_s: float, backoff_max_s: float,
-                  timeout_s: float) -> Optional[str]:
+                  timeout_s: float, secret_overlap_s: float = 86400.0) -> Optional[str]:
     """Deliver one queued callback with retries; returns its final state
     (``delivered``, ``refused``, ``failed``) or None when another process holds it
     or it was already closed.
 
     Backoff: ``backoff_s * 2**n`` seconds, capped at ``backoff_max_s``, for at most
-    ``max_attempts`` attempts in total (counted in the table across restarts).
+    ``max_attempts`` attempts in total (counted in the table across restarts);
+    ``timeout_s`` is each attempt's total deadline; ``secret_overlap_s`` how long
+    after a rotation the previous secret still signs too.
     """
     row = await callbacks.get(key)
     if row is None or row["state"] != "pending":
         return None
-    secret = await callbacks.secret(row["project"])
+    signing = await callbacks.signing_secrets(row["project"], secret_overlap_s)
     remaining = max(1, max_attempts - row["attempts"])
     lease_s = timeout_s + 30.0
     last_code: Optional[int] = None
@@ -416,7 +302,7 @@ async def deliver(callbacks: Callbacks, client: httpx.AsyncClient, key: str, *,
                 claimed = await callbacks.claim(key, lease_s)
                 if claimed is None:
                     return None
-                last_code = await attempt_once(client, claimed, secret)
+                last_code = await attempt_once(client, claimed, signing, timeout_s)
         state, reason = "delivered", None
     except CallbackRefused as exc:
         state, reason = "refused", exc.reason
@@ -427,5 +313,6 @@ async def deliver(callbacks: Callbacks, client: httpx.AsyncClient, key: str, *,
         state, last_code, reason = "failed", exc.code, exc.reason
     await callbacks.finish(key, state, last_code, reason)
     level = logging.INFO if state == "delivered" else logging.WARNING
-    log.log(level, "callback %s to %s: %s%s", key, row["url"], state, f" ({reason})" if reason else "")
+    log.log(level, "callback %s to %s: %s%s", key, redact_url(row["url"]), state,
+            f" ({reason})" if reason else "")
     return state

@@ -1,9 +1,24 @@
 """Deterministic object-storage keys: the same document version always maps to the
-same keys, so a redelivered or replayed event overwrites instead of duplicating."""
+same keys, so a redelivered or replayed event overwrites instead of duplicating.
+
+Categories and document ids become key segments, so they are checked against
+``CATEGORY_RE`` and ``DOCUMENT_ID_RE`` (the API's rules, api/documents.py) wherever
+they enter: no ``/``, no ``..``, nothing empty.
+"""
 from __future__ import annotations
 
 import re
 from typing import Optional
+
+CATEGORY_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def check_category(category: str) -> str:
+    """``category`` unchanged when it matches ``[A-Za-z0-9_-]{1,64}``; else ValueError
+    naming the value and the rule."""
+    if not CATEGORY_RE.fullmatch(category):
+        raise ValueError(f"category {category!r} must match [A-Za-z0-9_-]{{1,64}}")
+    return category
 
 
 def raw_key(project: str, category: str, version: int, document_id: str, ext: str) -> str:

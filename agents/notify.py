@@ -4,7 +4,8 @@ For every terminal state (COMPLETED, FAILED, DELETED) whose event carries a
 ``callback_url``, the agent writes one row to the ``callbacks`` outbox
 (adapters/callbacks.py; primary key = idempotency key, so redeliveries and replays
 queue nothing new) and hands it to a background delivery task.  Delivery retries
-with exponential backoff and a cap, signs the body with the project's secret, and
+with exponential backoff and a cap, gives each attempt a total deadline and reads at
+most a few KiB of the answer, signs ``t.body`` with the project's secret(s), and
 refuses non-public addresses unless allow-listed.  The agent itself never waits on
 a receiver: a slow or failing receiver cannot stall the status stream.  A timer
 sweeps due rows every ``SWEEP_S`` seconds, so callbacks left pending by a crashed
@@ -91,7 +92,8 @@ class Notifier:
                 s = self.settings
                 await deliver(await self.callbacks(), self.client(), key,
                               max_attempts=s.callback_max_attempts, backoff_s=s.callback_backoff_s,
-                              backoff_max_s=s.callback_backoff_max_s, timeout_s=s.callback_timeout_s)
+                              backoff_max_s=s.callback_backoff_max_s, timeout_s=s.callback_timeout_s,
+                              secret_overlap_s=s.callback_secret_overlap_s)
             except Exception:  # noqa: BLE001 — the sweep retries; never kill the worker
                 log.exception("callback %s: delivery crashed; the sweep will retry it", key)
 

@@ -2,13 +2,11 @@
 stats, status stream, dashboard)."""
 from __future__ import annotations
 
-import asyncio
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Optional
 
-import httpx
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
@@ -16,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from api.auth import get_state, require_project
 from api.documents import router as documents_router
 from api.lag import stage_lag
+from api.readiness import ReadinessCache, readiness  # noqa: F401 (readiness: re-exported)
 from api.search import router as search_router
 from api.sse import event_stream
 from api.state import ApiState
@@ -23,7 +22,6 @@ from streams.document_ids import InvalidDocumentId, scoped_id
 from streams.settings import Settings, get_settings
 
 STATIC = Path(__file__).parent / "static"
-CHECK_TIMEOUT_S = 5.0
 
 REQUEST_SECONDS = Histogram("ragstream_api_request_seconds", "HTTP request latency (s) by route",
                             ["method", "route", "code"])
@@ -55,8 +53,10 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         finally:
             await state.close()
 
+    ready_cache = ReadinessCache()  # also app.state.readiness (tests read its rounds)
     app = FastAPI(title="ragstream", version="0.1.0", lifespan=lifespan,
                   description="Upload documents, follow their processing, get called back, search.")
+    app.state.readiness = ready_cache
     app.include_router(documents_router)
     app.include_router(search_router)
 
@@ -77,8 +77,9 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     @app.get("/readyz", tags=["ops"], responses={503: {"description": "a dependency is down"}})
     async def readyz(state: ApiState = Depends(get_state)) -> JSONResponse:
         """Broker, database, object store, Milvus (and Triton when it is the embedder)
-        each answered within 5 s: 200, else 503 with the failing checks."""
-        checks = await readiness(state)
+        each answered within 5 s: 200, else 503 with the failing checks.  Checked over
+        the app's own clients, at most once per 2 s (api/readiness.py)."""
+        checks = await ready_cache.get(state)
         ok = all(c["ok"] for c in checks.values())
         return JSONResponse({"ready": ok, "checks": checks}, status_code=200 if ok else 503)
 
@@ -156,65 +157,6 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
         return FileResponse(STATIC / name, media_type=media)
 
     return app
-
-
-async def _timed(coro) -> dict[str, Any]:
-    start = time.perf_counter()
-    try:
-        detail = await asyncio.wait_for(coro, CHECK_TIMEOUT_S)
-        return {"ok": True, "ms": round((time.perf_counter() - start) * 1000, 1),
-                **({"detail": detail} if detail else {})}
-    except Exception as exc:  # noqa: BLE001 — report every failure as a failed check
-        return {"ok": False, "ms": round((time.perf_counter() - start) * 1000, 1),
-                "error": f"{type(exc).__name__}: {exc}"[:300]}
-
-
-async def readiness(state: ApiState) -> dict[str, dict[str, Any]]:
-    """Run every dependency check concurrently; ``{name: {"ok", "ms", "error"?}}``."""
-    s = state.settings
-
-    async def broker() -> None:
-        from aiokafka.admin import AIOKafkaAdminClient
-
-        admin = AIOKafkaAdminClient(bootstrap_servers=s.kafka_bootstrap, request_timeout_ms=4000)
-        await admin.start()
-        try:
-            await admin.list_topics()
-        finally:
-            await admin.close()
-
-    async def database() -> None:
-        await state.metadata.pool.fetchval("SELECT 1")
-
-    async def object_store() -> None:
-        await state.store.client.head_bucket(Bucket=state.store.bucket)
-
-    async def milvus() -> None:
-        from pymilvus import MilvusClient
-
-        from adapters.vector_store import GRPC_OPTIONS
-
-        def ping() -> None:  # dedicated: never pymilvus's shared (possibly broken) channel
-            client = MilvusClient(uri=s.milvus_uri, timeout=4.0, dedicated=True,
-                                  grpc_options=dict(GRPC_OPTIONS))
-            try:
-                client.list_collections()
-            finally:
-                client.close()
-
-        await asyncio.to_thread(ping)
-
-    async def triton() -> None:
-        async with httpx.AsyncClient(timeout=4.0, trust_env=False) as client:
-            r = await client.get(f"http://{s.triton_host}:{s.triton_http_port}/v2/health/ready")
-            r.raise_for_status()
-
-    names = {"broker": broker(), "database": database(), "object_store": object_store(),
-             "milvus": milvus()}
-    if s.embedder == "triton":
-        names["triton"] = triton()
-    results = await asyncio.gather(*(_timed(c) for c in names.values()))
-    return dict(zip(names, results, strict=True))
 
 
 async def refresh_gauges(state: ApiState) -> None:

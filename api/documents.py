@@ -28,7 +28,8 @@ from schemas import DocumentStatus, status_event
 from api.auth import get_state, require_project
 from api.state import ApiState
 from stages.filenames import original_name_metadata, safe_filename
-from api.uploads import BadUpload, StagedFile, UploadTooLarge, hash_object, receive_multipart
+from api.uploads import (MULTIPART_OVERHEAD, BadUpload, StagedFile, UploadTooLarge, hash_object,
+                         read_capped, receive_multipart)
 from streams.document_ids import DOC_ID_RE, InvalidDocumentId, default_document_id, local_id, scoped_id
 from streams.ingest import queue_delete, queue_version
 
@@ -38,7 +39,7 @@ UPLOADS_TOTAL = Counter("ragstream_api_uploads_total", "Uploads by outcome", ["o
 UPLOAD_BYTES = Counter("ragstream_api_upload_bytes_total", "Bytes received in accepted uploads")
 
 NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-MULTIPART_OVERHEAD = 1024 * 1024  # bytes of form fields and boundaries allowed above the file limit
+REFERENCE_BODY_MAX = 64 * 1024  # bytes of a JSON reference upload (a few hundred in practice)
 
 
 class UploadAccepted(BaseModel):
@@ -122,6 +123,16 @@ class S3Source(BaseModel):
 
     bucket: str = Field(min_length=3, max_length=63)
     key: str = Field(min_length=1, max_length=1024)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        # S3 keys are opaque, but SeaweedFS (and any filer or proxy) may normalise
+        # them as paths: ``incoming/p/../q/x`` would pass the prefix check and read q's
+        if any(seg in ("", ".", "..") for seg in v.split("/")):
+            raise ValueError("source.key must not have empty, '.' or '..' segments "
+                             "(no leading, trailing or doubled '/')")
+        return v
 
 
 class ReferenceUpload(BaseModel):
@@ -243,7 +254,7 @@ async def _upload_multipart(request: Request, key_project: str, state: ApiState,
     try:
         fields, staged, _ = await receive_multipart(
             request.stream(), ctype, store=store, staging_prefix=f"staging/{key_project}/",
-            max_bytes=limit)
+            max_bytes=limit, max_request_bytes=limit + MULTIPART_OVERHEAD)
     except UploadTooLarge as exc:
         UPLOADS_TOTAL.labels("too_large").inc()
         raise HTTPException(413, str(exc)) from exc
@@ -272,7 +283,11 @@ async def _upload_multipart(request: Request, key_project: str, state: ApiState,
 async def _upload_reference(request: Request, key_project: str, state: ApiState,
                             limit: int) -> UploadAccepted:
     try:
-        ref = ReferenceUpload.model_validate_json(await request.body())
+        ref = ReferenceUpload.model_validate_json(
+            await read_capped(request.stream(), REFERENCE_BODY_MAX, "a JSON upload body"))
+    except UploadTooLarge as exc:
+        UPLOADS_TOTAL.labels("too_large").inc()
+        raise HTTPException(413, str(exc)) from exc
     except ValidationError as exc:
         UPLOADS_TOTAL.labels("bad_request").inc()
         raise HTTPException(422, exc.errors(include_url=False, include_context=False)) from exc

@@ -13,6 +13,8 @@ Wire format (``text/event-stream``)::
     event: status
     data: {"document_id": ..., "version": ..., "status": ..., "seq": ..., ...}
 
+(every field of the status event except its ``callback_url``: ``SSE_OMITTED``)
+
 plus a ``: ping`` comment every ``PING_S`` seconds so proxies keep the stream open.
 """
 from __future__ import annotations
@@ -153,9 +155,15 @@ class StatusHub:
             await self._consumer.stop()
 
 
+# fields of a status event that SSE frames leave out: a callback URL often carries
+# a token, and every client of the project (dashboards included) reads the stream
+SSE_OMITTED = ("callback_url",)
+
+
 def frame(ev: StatusEvent) -> bytes:
-    """One SSE frame for a status event (its ``document_id`` the project's own id)."""
-    data = ev.asdict()
+    """One SSE frame for a status event: the event's fields as JSON, without
+    ``SSE_OMITTED`` (the callback URL), its ``document_id`` the project's own id."""
+    data = {k: v for k, v in ev.asdict().items() if k not in SSE_OMITTED}
     data["document_id"] = local_id(ev.project, ev.document_id)
     return b"id: %d\nevent: status\ndata: %s\n\n" % (ev.seq, orjson.dumps(data))
 

@@ -9,6 +9,15 @@ the staging object is copied server-side to its raw key (or dropped when
 unchanged) and always deleted.  Past ``max_bytes`` the S3 multipart upload is
 aborted and nothing is kept (→ 413).
 
+Everything else in the body is bounded too, whether or not the request has a
+Content-Length (a chunked one has none): at most ``FIELDS_MAX`` plain form fields
+of at most ``FIELD_MAX`` bytes each and ``FIELDS_BYTES_MAX`` together, and the whole
+body at most ``max_request_bytes`` (the file limit plus ``MULTIPART_OVERHEAD``: this
+also ends an endless epilogue after the last boundary); past any of them → 413 with
+the limit named.  Part headers are bounded by python-multipart itself (8 headers of
+at most 4224 bytes per part: ``MultipartParser``'s defaults; more → 422).  A JSON body
+is read through :func:`read_capped`.
+
 The file part's name is sanitised here, once (stages.filenames.safe_filename: no
 ``..``, no path separators, no control or bidi characters, at most 255 bytes); the
 client's name travels on as ``original_filename`` when it differs.
@@ -27,15 +36,19 @@ from stages.filenames import safe_filename
 
 PART_BYTES = 8 * 1024 * 1024  # S3 multipart part size (minimum 5 MiB except the last)
 FIELD_MAX = 8192  # bytes of one plain form field
+FIELDS_MAX = 16  # plain form fields per request (the API reads 4: project, category, document_id, callback_url)
+FIELDS_BYTES_MAX = 16 * 1024  # bytes of all plain form fields together
+MULTIPART_OVERHEAD = 1024 * 1024  # bytes of fields, headers and boundaries allowed above the file limit
 DRAIN_MAX = 64 * 1024 * 1024  # bytes read and discarded after an overflow, so the 413 is seen
 
 
 class UploadTooLarge(Exception):
-    """The file exceeds the limit; ``limit`` in bytes."""
+    """The file, the request or its form fields exceed a limit (→ 413); ``limit`` is
+    that limit (bytes, or fields for the field count), ``what`` names it."""
 
-    def __init__(self, limit: int):
-        super().__init__(f"upload exceeds the limit of {limit} bytes")
-        self.limit = limit
+    def __init__(self, limit: int, what: str = "upload", unit: str = "bytes"):
+        super().__init__(f"{what} exceeds the limit of {limit} {unit}")
+        self.limit, self.what = limit, what
 
 
 class BadUpload(ValueError):
@@ -154,21 +167,37 @@ class _Part:
     writer: Optional[StagingWriter] = None
 
 
+async def read_capped(body: AsyncIterator[bytes], limit: int, what: str = "request body") -> bytes:
+    """The whole ``body`` as bytes, read chunk by chunk.  Raises UploadTooLarge as soon
+    as more than ``limit`` bytes arrived (whether or not a Content-Length said so)."""
+    got = bytearray()
+    async for chunk in body:
+        got += chunk
+        if len(got) > limit:
+            raise UploadTooLarge(limit, what)
+    return bytes(got)
+
+
 async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, store: ObjectStore,
-                            staging_prefix: str, max_bytes: int
+                            staging_prefix: str, max_bytes: int,
+                            max_request_bytes: Optional[int] = None,
                             ) -> tuple[dict[str, str], Optional[StagedFile], Optional[StagingWriter]]:
     """Parse a ``multipart/form-data`` body as it streams in.
 
-    Returns ``(fields, staged file or None, writer)``: plain fields as strings
-    (≤ ``FIELD_MAX`` bytes each) and the one file part (field ``file``) written to
-    ``{staging_prefix}{uuid}``.  Raises UploadTooLarge (staging already aborted,
-    body drained up to ``DRAIN_MAX``) or BadUpload.  The caller deletes the staging
-    object when done with it.
+    Returns ``(fields, staged file or None, writer)``: plain fields as strings and the
+    one file part (field ``file``, at most ``max_bytes``) written to
+    ``{staging_prefix}{uuid}``.  Limits (module docstring): ``FIELDS_MAX`` fields,
+    ``FIELD_MAX`` bytes each, ``FIELDS_BYTES_MAX`` together, ``max_request_bytes`` for
+    the whole body (default ``max_bytes +
+    MULTIPART_OVERHEAD``).  Raises UploadTooLarge (staging already aborted, body
+    drained up to ``DRAIN_MAX``) or BadUpload.  The caller deletes the staging object
+    when done with it.
     """
     _, params = parse_options_header(content_type)
     boundary = params.get(b"boundary")
     if not boundary:
         raise BadUpload("multipart/form-data without a boundary")
+    request_max = max_bytes + MULTIPART_OVERHEAD if max_request_bytes is None else max_request_bytes
     events: list[tuple] = []
     header_field = bytearray()
     header_value = bytearray()
@@ -195,13 +224,14 @@ async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, st
     }
     parser = MultipartParser(boundary, callbacks)
     fields: dict[str, str] = {}
+    field_count = field_bytes = received = 0
     staged: Optional[StagedFile] = None
     part: Optional[_Part] = None
     file_writer: Optional[StagingWriter] = None
     iterator = body.__aiter__()
 
     async def handle(ev: tuple) -> None:
-        nonlocal part, staged, file_writer
+        nonlocal part, staged, file_writer, field_count, field_bytes
         kind = ev[0]
         if kind == "begin":
             part = _Part()
@@ -225,13 +255,20 @@ async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, st
                     "application/octet-stream"
                 part.writer = file_writer = StagingWriter(
                     store, f"{staging_prefix}{uuid.uuid4().hex}", max_bytes, part.content_type)
+            else:
+                field_count += 1
+                if field_count > FIELDS_MAX:
+                    raise UploadTooLarge(FIELDS_MAX, "the number of form fields", "fields")
         elif kind == "data":
             if part.writer is not None:
                 await part.writer.write(ev[1])
             else:
                 part.value += ev[1]
+                field_bytes += len(ev[1])
                 if len(part.value) > FIELD_MAX:
                     raise BadUpload(f"form field {part.name!r} is longer than {FIELD_MAX} bytes")
+                if field_bytes > FIELDS_BYTES_MAX:
+                    raise UploadTooLarge(FIELDS_BYTES_MAX, "the form fields together")
         elif kind == "end":
             if part.writer is not None:
                 size, digest = await part.writer.finish()
@@ -244,8 +281,17 @@ async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, st
                     raise BadUpload(f"form field {part.name!r} is not UTF-8") from exc
             part = None
 
+    async def drop_staging() -> None:
+        if file_writer is not None:
+            await file_writer.abort()
+        if staged is not None:
+            await store.client.delete_object(Bucket=store.bucket, Key=staged.key)
+
     try:
         async for chunk in iterator:
+            received += len(chunk)
+            if received > request_max:
+                raise UploadTooLarge(request_max, "the request body")
             try:
                 parser.write(chunk)
             except Exception as exc:  # noqa: BLE001 — python-multipart's parse errors
@@ -257,6 +303,7 @@ async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, st
         for ev in events:
             await handle(ev)
     except UploadTooLarge:
+        await drop_staging()
         drained = 0
         async for chunk in iterator:  # read the rest so the client sees the 413
             drained += len(chunk)
@@ -264,10 +311,7 @@ async def receive_multipart(body: AsyncIterator[bytes], content_type: str, *, st
                 break
         raise
     except BaseException:
-        if file_writer is not None:
-            await file_writer.abort()
-        if staged is not None:
-            await store.client.delete_object(Bucket=store.bucket, Key=staged.key)
+        await drop_staging()
         raise
     if file_writer is not None and staged is None:
         await file_writer.abort()

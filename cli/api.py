@@ -5,10 +5,13 @@
     ragstream apikey list [--project P]          key ids, projects, dates (never keys)
     ragstream apikey revoke KEY_ID               revoke a key
     ragstream apikey secret --project P          the project's callback signing secret
+    ragstream apikey secret --project P --rotate a new signing secret (the old one still
+                                                 signs too for callback_secret_overlap_s)
 """
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Optional
 
 import typer
@@ -90,9 +93,26 @@ def revoke(key_id: str) -> None:
 
 
 @apikey_app.command("secret")
-def secret(project: str = typer.Option(..., "--project", "-p")) -> None:
-    """Print PROJECT's callback signing secret (HMAC-SHA256 key), creating it if new."""
-    print(asyncio.run(_with_db(lambda _k, callbacks: callbacks.secret(project))))
+def secret(project: str = typer.Option(..., "--project", "-p"),
+           rotate: bool = typer.Option(False, "--rotate",
+                                       help="make a new secret current; callbacks carry both "
+                                            "signatures during the overlap window")) -> None:
+    """Print PROJECT's callback signing secret (HMAC-SHA256 key), creating it if new.
+
+    With ``--rotate``: a new random secret becomes current and is printed; for
+    ``RAGSTREAM_CALLBACK_SECRET_OVERLAP_S`` seconds (default 24 h) every callback
+    carries a second ``v1=`` signature made with the previous secret, so receivers
+    can switch to the new one in that window.  Rotating again inside the window
+    drops the oldest secret."""
+    if not rotate:
+        print(asyncio.run(_with_db(lambda _k, callbacks: callbacks.secret(project))))
+        return
+    new_secret, rotated_at = asyncio.run(_with_db(lambda _k, cb: cb.rotate_secret(project)))
+    until = rotated_at + timedelta(seconds=get_settings().callback_secret_overlap_s)
+    console.print(f"rotated the callback secret of {project}: callbacks are signed with the new "
+                  f"and the previous secret until {until:%Y-%m-%d %H:%M:%S %Z}, then the new one "
+                  f"only", highlight=False)
+    print(new_secret, flush=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -27,7 +27,22 @@ def register(app: typer.Typer, console: Console) -> None:
                force: bool = typer.Option(False, help="re-send unchanged files"),
                wait: bool = typer.Option(True, help="follow status until every document is terminal"),
                timeout: float = typer.Option(900.0, help="seconds to wait for terminal states")) -> None:
-        """Upload files to object storage and produce their upload events."""
+        """Upload files to object storage and produce their upload events.
+
+        ``--category`` must match ``[A-Za-z0-9_-]{1,64}`` and ``--document-id``
+        ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}`` (the API's rules): else exit 2, nothing sent."""
+        from rich.markup import escape
+
+        from adapters.object_keys import check_category
+        from streams.document_ids import check_document_id
+
+        try:
+            check_category(category)
+            if document_id is not None:
+                check_document_id(document_id)
+        except ValueError as exc:
+            console.print(f"[red]{escape(str(exc))}[/red]", highlight=False)
+            raise typer.Exit(2) from None
         from cli.progress import ingest_paths
 
         raise typer.Exit(asyncio.run(ingest_paths(paths, project=project, category=category,

@@ -188,13 +188,17 @@ class Settings(BaseSettings):
 
     # completion callbacks (agents/notify.py): hosts (names, IPs or CIDRs,
     # comma-separated) that may resolve to private/loopback/link-local addresses;
-    # per-attempt timeout, attempts, exponential backoff base and cap (seconds)
+    # each attempt's total deadline (connect, send, answer), attempts, exponential
+    # backoff base and cap (seconds)
     callback_allow_hosts: str = ""
     callback_timeout_s: float = 10.0
     # 20 attempts with the 300 s cap: a receiver may be away for about an hour
     callback_max_attempts: int = 20
     callback_backoff_s: float = 1.0
     callback_backoff_max_s: float = 300.0
+    # after ``ragstream apikey secret --rotate``, callbacks carry a second ``v1=``
+    # signature with the previous secret for this long (s), so receivers can switch
+    callback_secret_overlap_s: float = 24 * 3600.0
 
 
 @lru_cache(maxsize=1)

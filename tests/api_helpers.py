@@ -210,11 +210,11 @@ class Receiver:
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 key = self.headers.get("Idempotency-Key", "")
-                ok = verify_signature(receiver.secret, body, self.headers.get(SIGNATURE_HEADER))
+                ok = verify_signature(self.headers.get(SIGNATURE_HEADER), body, receiver.secret)
                 seen = [a for a in receiver.attempts if a["key"] == key]
                 code = 500 if (receiver.fail_first and not seen) else (200 if ok else 401)
                 record = {"key": key, "verified": ok, "code": code, "body": json.loads(body or b"{}"),
-                          "at": time.time()}
+                          "at": time.time(), "signature": self.headers.get(SIGNATURE_HEADER)}
                 receiver.attempts.append(record)
                 if code == 200:
                     receiver.accepted[key].append(record)

@@ -34,7 +34,16 @@ def samples(stack):
     ("127.0.0.1", "loopback"), ("::1", "loopback"), ("169.254.169.254", "link-local"),
     ("10.1.2.3", "private"), ("192.168.0.1", "private"), ("100.64.0.1", "not globally routable"),
     ("0.0.0.0", "unspecified"), ("::ffff:127.0.0.1", "loopback"), ("fe80::1", "link-local"),
-    ("224.0.0.1", "multicast"), ("8.8.8.8", None), ("2606:4700:4700::1111", None)])
+    ("224.0.0.1", "multicast"), ("8.8.8.8", None), ("2606:4700:4700::1111", None),
+    # IPv6 ranges that reach IPv4 through a tunnel or translator, or are deprecated
+    # (issue 23, item 9: 6to4 and site-local went through before)
+    ("2002:7f00:1::1", "6to4 (embeds 127.0.0.1)"), ("2002:a9fe:a9fe::1", "6to4 (embeds 169.254.169.254)"),
+    ("2002:808:808::1", "6to4 (embeds 8.8.8.8)"), ("fec0::1", "site-local"),
+    ("feff:ffff::1", "site-local"), ("64:ff9b::7f00:1", "NAT64 (embeds 127.0.0.1)"),
+    ("64:ff9b:1::1", "NAT64 (local use)"), ("2001:0:4136:e378:8000:63bf:3fff:fdd2",
+                                            "Teredo (embeds 192.0.2.45)"),
+    ("::ffff:0:7f00:1", "IPv4-translated (embeds 127.0.0.1)"), ("::7f00:1", "IPv4-compatible (embeds 127.0.0.1)"),
+    ("3fff::1", "documentation"), ("::ffff:8.8.8.8", None)])
 def test_address_problem(ip, problem):
     assert address_problem(ipaddress.ip_address(ip)) == problem
 
@@ -49,8 +58,8 @@ def test_allow_list_and_signature():
                          output={"key": "k"}, error=None, chunks=3, at=1.0e9)
     assert json.loads(body)["idempotency_key"] == idempotency_key("d", 2, "COMPLETED") == "d:v2:COMPLETED"
     header = sign("s3cret", body)
-    assert verify_signature("s3cret", body, header)
-    assert not verify_signature("other", body, header) and not verify_signature("s3cret", body + b" ", header)
+    assert verify_signature(header, body, "s3cret")
+    assert not verify_signature(header, body, "other") and not verify_signature(header, body + b" ", "s3cret")
 
 
 def test_guard_refuses_loopback_before_connecting():
