@@ -36,6 +36,9 @@ class CreatedKey:
     key: str
 
 
+ADMIN_SCOPE = "*"  # the "project" of an admin key: no project name can be "*"
+
+
 class ApiKeys:
     """Create, verify, list and revoke API keys over an asyncpg pool."""
 
@@ -43,7 +46,9 @@ class ApiKeys:
         self.pool = pool
 
     async def create(self, project: str, name: str = "") -> CreatedKey:
-        """Create a key for ``project``; returns it (the only time it exists in clear)."""
+        """Create a key for ``project`` (or an admin key: ``project`` =
+        :data:`ADMIN_SCOPE`, which answers only the admin routes, e.g. ``DELETE
+        /v1/projects/{p}``); returns it (the only time it exists in clear)."""
         key_id = secrets.token_hex(8)
         key = f"{PREFIX}{key_id}.{secrets.token_urlsafe(32)}"
         await self.pool.execute(

@@ -15,6 +15,7 @@ from api.auth import get_state, require_project
 from api.documents import router as documents_router
 from api.lag import stage_lag
 from api.readiness import ReadinessCache, readiness  # noqa: F401 (readiness: re-exported)
+from api.projects import router as projects_router
 from api.search import router as search_router
 from api.sse import event_stream
 from api.state import ApiState
@@ -59,6 +60,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     app.state.readiness = ready_cache
     app.include_router(documents_router)
     app.include_router(search_router)
+    app.include_router(projects_router)
 
     @app.middleware("http")
     async def timing(request: Request, call_next):

@@ -2,6 +2,7 @@
 
     ragstream api [--host H --port P]            serve the API (uvicorn)
     ragstream apikey create --project P [--name N]   new key, printed on the last line
+    ragstream apikey create --admin              an admin key (DELETE /v1/projects/P only)
     ragstream apikey list [--project P]          key ids, projects, dates (never keys)
     ragstream apikey revoke KEY_ID               revoke a key
     ragstream apikey secret --project P          the project's callback signing secret
@@ -51,11 +52,23 @@ async def _with_db(fn):
 
 
 @apikey_app.command("create")
-def create(project: str = typer.Option(..., "--project", "-p"),
-           name: str = typer.Option("", help="a label for the key")) -> None:
-    """Create an API key for PROJECT; the key is printed once, on the last line."""
+def create(project: Optional[str] = typer.Option(None, "--project", "-p"),
+           name: str = typer.Option("", help="a label for the key"),
+           admin: bool = typer.Option(False, "--admin", help="an admin key (DELETE /v1/projects/P; no project's "
+                                                             "data)")) -> None:
+    """Create an API key for PROJECT (or, with --admin, an admin key); the key is
+    printed once, on the last line."""
+    from adapters.api_keys import ADMIN_SCOPE
     from adapters.vector_store import InvalidProjectName, alias_name
 
+    if admin == (project is not None):
+        console.print("[red]give --project P or --admin[/red]")
+        raise typer.Exit(2)
+    if admin:
+        created = asyncio.run(_with_db(lambda keys, callbacks: keys.create(ADMIN_SCOPE, name)))
+        console.print(f"admin key id {created.key_id}", highlight=False)
+        print(created.key, flush=True)
+        return
     try:
         alias_name(project)
     except InvalidProjectName as exc:

@@ -82,3 +82,34 @@ def test_project_delete_needs_yes_and_a_valid_name():
         out = subprocess.run([str(ROOT / ".venv" / "bin" / "ragstream"), "project", "delete", *args],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 2, out.stderr
+
+
+def test_project_delete_over_http_needs_an_admin_key(api, stack, tmp_path, project):
+    """``DELETE /v1/projects/{p}``: a project's key gets 403 (its own project too); an
+    admin key deletes (202, the document ends DELETED) but reads no project's data
+    (403 on search and documents)."""
+    import httpx
+
+    from api_helpers import create_key, upload, wait_status
+
+    key = create_key(project)
+    doc = tmp_path / "ibis.txt"
+    doc.write_text("The glossy ibis fed on the flooded meadow. " * 3)
+    assert upload(api.url, key, doc, document_id="ibis").status_code == 202
+    assert wait_status(api.url, key, "ibis", {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
+    out = subprocess.run([str(ROOT / ".venv" / "bin" / "ragstream"), "apikey", "create", "--admin"],
+                         env=dict(os.environ), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    admin = out.stdout.strip().splitlines()[-1]
+    assert httpx.delete(f"{api.url}/v1/projects/{project}", headers={"X-API-Key": key}).status_code == 403
+    assert httpx.post(f"{api.url}/v1/search", json={"query": "ibis"},
+                      headers={"X-API-Key": admin}).status_code == 403
+    assert httpx.get(f"{api.url}/v1/documents", headers={"X-API-Key": admin}).status_code == 403
+    r = httpx.delete(f"{api.url}/v1/projects/{project}", headers={"X-API-Key": admin}, timeout=120)
+    assert r.status_code == 202, r.text
+    assert r.json()["documents_deleted"] == 1 and r.json()["keys_revoked"] == 1
+    assert httpx.get(f"{api.url}/v1/documents/ibis", headers={"X-API-Key": key}).status_code == 401
+    deadline = time.time() + 120
+    while _statuses(stack, project) != {f"{project}.ibis": "DELETED"} and time.time() < deadline:
+        time.sleep(1)
+    assert _statuses(stack, project) == {f"{project}.ibis": "DELETED"}
