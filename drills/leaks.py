@@ -33,28 +33,29 @@ async def topic_hits(bootstrap: str, marker: bytes) -> dict[str, int]:
                                 auto_offset_reset="earliest", group_id=None)
     await consumer.start()
     try:
-        for spec in ALL:
-            parts = [TopicPartition(spec.name, p) for p in sorted(consumer.partitions_for_topic(spec.name) or ())]
-            if not parts:
-                continue
-            ends = await broker_quirks.end_offsets(bootstrap, parts)
-            consumer.assign(parts)
-            for tp in parts:
-                await consumer.seek_to_beginning(tp)
-            pending = {tp for tp in parts if ends[tp] > 0}
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + SCAN_TIMEOUT_S
-            while pending and loop.time() < deadline:
-                batches = await consumer.getmany(*pending, timeout_ms=500, max_records=1000)
-                for tp, messages in batches.items():
-                    for m in messages:
-                        if m.offset < ends[tp] and (marker in (m.key or b"") or marker in (m.value or b"")):
-                            out[spec.name] = out.get(spec.name, 0) + 1
-                for tp in list(pending):
-                    if await consumer.position(tp) >= ends[tp]:
-                        pending.discard(tp)
-            if pending:
-                raise TimeoutError(f"{spec.name}: could not read to the end in {SCAN_TIMEOUT_S:g} s")
+        parts = [TopicPartition(spec.name, p) for spec in ALL
+                 for p in sorted(consumer.partitions_for_topic(spec.name) or ())]
+        # one end-offsets call for every partition: a second call in the same run
+        # ended in a CancelledError inside partition_heads' consumer.stop()
+        ends = await broker_quirks.end_offsets(bootstrap, parts)
+        consumer.assign(parts)
+        for tp in parts:
+            await consumer.seek_to_beginning(tp)
+        pending = {tp for tp in parts if ends[tp] > 0}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SCAN_TIMEOUT_S
+        while pending and loop.time() < deadline:
+            batches = await consumer.getmany(*pending, timeout_ms=500, max_records=1000)
+            for tp, messages in batches.items():
+                for m in messages:
+                    if m.offset < ends[tp] and (marker in (m.key or b"") or marker in (m.value or b"")):
+                        out[tp.topic] = out.get(tp.topic, 0) + 1
+            for tp in list(pending):
+                if await consumer.position(tp) >= ends[tp]:
+                    pending.discard(tp)
+        if pending:
+            raise TimeoutError(f"{sorted({tp.topic for tp in pending})}: could not read to the end "
+                               f"in {SCAN_TIMEOUT_S:g} s")
     finally:
         await consumer.stop()
     return out

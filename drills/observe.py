@@ -7,10 +7,12 @@ import asyncio
 import json
 import threading
 import time
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Optional
 
 from drills.checks import Callback, Ev, all_terminal
+from streams.document_ids import scoped_id
 from streams.settings import Settings
 
 
@@ -49,7 +51,21 @@ class Receiver:
         return f"http://127.0.0.1:{self.server.server_address[1]}/callbacks/{project}"
 
     def for_project(self, project: str) -> list[Callback]:
-        return [c for c in list(self.calls) if (c.body or {}).get("project") == project]
+        """The project's callbacks, each body's ``document_id`` (the project's own id,
+        as receivers get it) turned back into the scoped id the status events and the
+        idempotency key carry (streams/document_ids.py)."""
+        out = []
+        for c in list(self.calls):
+            body = c.body or {}
+            if body.get("project") != project:
+                continue
+            if isinstance(body.get("document_id"), str):
+                try:
+                    body = {**body, "document_id": scoped_id(project, body["document_id"])}
+                except ValueError:
+                    pass  # a malformed id stays as it came: the checks report it
+            out.append(replace(c, body=body))
+        return out
 
     def close(self) -> None:
         self.server.shutdown()
