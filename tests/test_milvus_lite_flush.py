@@ -94,14 +94,20 @@ def test_one_store_never_counts_or_deletes_during_its_own_flush(stack, project):
     after an upsert is exact (300 documents), and deleting every document by filter
     leaves no row behind (the ungated delete left 9 rows in 300 documents)."""
     store = VectorStore(stack.milvus_uri)
-    store.upsert_sync(project, _rows(project, "warm", 1))
-    with _FlushLoop(store, project) as loop:
-        short, written = _short_counts(store, project, docs=300, budget_s=600, stop_at_first=False)
+    _count_and_delete_while_flushing(store, store, project)
+
+
+def _count_and_delete_while_flushing(writer: VectorStore, flusher: VectorStore, project: str) -> None:
+    """300 documents written and counted, then all deleted, through ``writer`` while
+    ``flusher`` flushes in a loop: every count exact, no row left."""
+    writer.upsert_sync(project, _rows(project, "warm", 1))
+    with _FlushLoop(flusher, project) as loop:
+        short, written = _short_counts(writer, project, docs=300, budget_s=600, stop_at_first=False)
         for doc in written + ["warm"]:
-            store.delete_document_sync(project, doc)
+            writer.delete_document_sync(project, doc)
     assert len(written) == 300 and loop.flushes > 10
     assert not short, f"{len(short)} short counts: {short[:5]}"
-    assert _rows_left(store, project) == 0
+    assert _rows_left(writer, project) == 0
 
 
 def test_two_stores_are_serialised_by_the_cross_process_gate(stack, project):
@@ -113,14 +119,7 @@ def test_two_stores_are_serialised_by_the_cross_process_gate(stack, project):
     leaves no row, with the other store flushing in a loop."""
     writer, flusher = VectorStore(stack.milvus_uri), VectorStore(stack.milvus_uri)
     assert writer._cross_process.path and writer._cross_process.path == flusher._cross_process.path
-    writer.upsert_sync(project, _rows(project, "warm", 1))
-    with _FlushLoop(flusher, project) as loop:
-        short, written = _short_counts(writer, project, docs=300, budget_s=600, stop_at_first=False)
-        for doc in written + ["warm"]:
-            writer.delete_document_sync(project, doc)
-    assert len(written) == 300 and loop.flushes > 10
-    assert not short, f"{len(short)} short counts: {short[:5]}"
-    assert _rows_left(writer, project) == 0
+    _count_and_delete_while_flushing(writer, flusher, project)
 
 
 def test_a_remote_milvus_takes_no_file_lock():
