@@ -156,6 +156,7 @@ class StatusHub:
 def frame(ev: StatusEvent) -> bytes:
     """One SSE frame for a status event (its ``document_id`` the project's own id)."""
     data = ev.asdict()
+    data.pop("sealed", None)  # the file name, sealed (schemas/sealing.py): shown blank
     data["document_id"] = local_id(ev.project, ev.document_id)
     return b"id: %d\nevent: status\ndata: %s\n\n" % (ev.seq, orjson.dumps(data))
 
