@@ -15,6 +15,7 @@ from pathlib import Path
 
 import faust
 
+from adapters.erasure import erase_document
 from adapters.object_keys import document_prefix, normalized_key
 from adapters.profiles_store import load_profile
 from agents.context import StageContext
@@ -67,7 +68,9 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
 async def delete_one(ctx: StageContext, event: UploadEvent) -> None:
     """Remove a document: chunks of every version up to the delete's from Milvus, the
     raw objects of every version (whatever their category), its processed and work
-    objects, then status DELETED.  Idempotent."""
+    objects; then erase the rest (adapters/erasure.py: rows in every physical
+    collection, embedding-cache rows, file names, and the data keys that open its
+    sealed records); then status DELETED (its file name blank).  Idempotent."""
     await ctx.resources.vectors.delete_versions_below(event.project, event.document_id, event.version + 1)
     metadata = await ctx.resources.metadata()
     store = await ctx.resources.store()
@@ -76,6 +79,10 @@ async def delete_one(ctx: StageContext, event: UploadEvent) -> None:
             await store.client.delete_object(Bucket=event.bucket, Key=row["raw_key"])
     await store.delete_prefix(document_prefix("processed", event.project, event.document_id), event.bucket)
     await store.delete_prefix(document_prefix("work", event.project, event.document_id), event.bucket)
+    # every physical collection, the embedding cache, file names, then the data keys
+    await erase_document(store=ctx.resources.vectors, pool=metadata.pool,
+                         keys=await ctx.document_keys(), project=event.project,
+                         document_id=event.document_id, up_to_version=event.version)
     await ctx.emit(event, DocumentStatus.DELETED, stage=STAGE)
 
 
