@@ -42,6 +42,10 @@ CONTENT_FIELDS: dict[str, Any] = {
     "summary": None, "enrichment": None, "vector": [],
 }
 
+#: a dead letter's own content: its error, whose detail may quote the document (a
+#: parser's message naming the file); its clear value is the ``[code]`` tag alone
+DEAD_LETTER_FIELDS: dict[str, Any] = {"error": ""}
+
 R = TypeVar("R", bound=faust.Record)
 
 
@@ -60,18 +64,19 @@ def _aad(document_id: str, version: int) -> bytes:
 
 
 def seal_fields(data: dict[str, Any], key: Optional[bytes], document_id: str,
-                version: int) -> dict[str, Any]:
+                version: int, fields: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """``data`` (a record as a dict) with its :data:`CONTENT_FIELDS` moved into
     ``data["sealed"]`` under ``key``, blanked in the clear.  ``key`` None (the
     version's key is destroyed, or never made for a deleted version): the content is
     dropped, not sealed.  A dict already sealed, or without content, is returned
     unchanged."""
+    fields = CONTENT_FIELDS if fields is None else fields
     if data.get("sealed"):
         return data
-    content = {f: data[f] for f in CONTENT_FIELDS if f in data and data[f] not in (None, "", [])}
+    content = {f: data[f] for f in fields if f in data and data[f] not in (None, "", [])}
     if not content:
         return data
-    out = {**data, **{f: CONTENT_FIELDS[f] for f in content}}
+    out = {**data, **{f: fields[f] for f in content}}
     if key is not None:
         nonce = os.urandom(_NONCE_BYTES)
         blob = nonce + AESGCM(key).encrypt(nonce, orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY),
@@ -99,7 +104,7 @@ def open_fields(data: dict[str, Any], key: Optional[bytes], document_id: str,
         content = orjson.loads(plain)
     except (ValueError, InvalidTag, orjson.JSONDecodeError) as exc:
         raise SealBroken(f"sealed field does not open: {type(exc).__name__}") from None
-    out.update({f: v for f, v in content.items() if f in CONTENT_FIELDS})
+    out.update({f: v for f, v in content.items() if f in CONTENT_FIELDS or f in DEAD_LETTER_FIELDS})
     return out
 
 
@@ -112,16 +117,21 @@ def carries_content(record: faust.Record) -> bool:
 def seal_record(record: R, key: Optional[bytes]) -> R:
     """``record`` with its content sealed under ``key`` (:func:`seal_fields`); for a
     dead letter, its ``payload`` (the failed record as a dict) is sealed, so
-    ``dlq redrive`` sends a sealed record back.  Types without content are returned
+    ``dlq redrive`` sends a sealed record back, and its ``error`` too (in the clear:
+    the ``[code]`` tag only).  Types without content are returned
     as they are."""
     if not carries_content(record):
         return record
     data = record.asdict()
-    if "sealed" in data:
-        data = seal_fields(data, key, record.document_id, record.version)
-    else:
+    if "payload" in data:  # a dead letter: the failed record, and the error
         data["payload"] = seal_fields(dict(data.get("payload") or {}), key,
                                       record.document_id, record.version)
+        error = data.get("error") or ""
+        data = seal_fields(data, key, record.document_id, record.version, DEAD_LETTER_FIELDS)
+        if error.startswith("[") and "]" in error:
+            data["error"] = error[:error.index("]") + 1]
+    else:
+        data = seal_fields(data, key, record.document_id, record.version)
     return type(record)(**data)
 
 

@@ -67,10 +67,12 @@ def test_a_destroyed_key_opens_blank_and_a_wrong_key_or_document_does_not_open()
 
 def test_a_dead_letter_seals_its_payload_and_redrives_a_sealed_record():
     key = new_data_key()
-    letter = DeadLetter(document_id="p.d", version=1, stage="embed", source_topic="t", error="e",
+    letter = DeadLetter(document_id="p.d", version=1, stage="embed", source_topic="t",
+                        error=f"[corrupt] bad PDF (pypdf: cannot read /tmp/{SECRET}.pdf)",
                         attempts=1, payload=_chunk().asdict(), at=0.0)
     sealed = seal_record(letter, key)
-    assert SECRET.encode() not in sealed.dumps()
+    assert SECRET.encode() not in sealed.dumps() and sealed.error == "[corrupt]"
+    assert open_record(sealed, key).error == letter.error
     redriven = record_from_dict(EmbeddedChunk, sealed.payload)  # what dlq redrive sends
     assert open_record(redriven, key).text == f"the {SECRET} plan"
 
