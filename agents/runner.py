@@ -154,8 +154,9 @@ class _Runner:
         on such records (the status consumers, delete requests): those get it with
         its content blank."""
         try:
-            record = decode_event(self.stage.source.value_type, value)
-            record, shredded = await self.forever(lambda: self.ctx.open(record))
+            record, shredded = decode_event(self.stage.source.value_type, value), False
+            if getattr(record, "sealed", None):  # records written before sealing: as they are
+                record, shredded = await self.forever(lambda: self.ctx.open(record))
         except (UndecodableRecord, SealBroken) as exc:
             STAGE_EVENTS.labels(self.stage.name, "undecodable").inc()
             log.warning("%s: undecodable record (key %r) dead-lettered: %s", self.stage.name, key, exc)
