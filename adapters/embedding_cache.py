@@ -84,6 +84,7 @@ class CachedEmbedding:
     vectors: np.ndarray
     embedded: int
     cached: int
+    keys: tuple = ()  # the cache key of each text, row i for texts[i] (adapters/erasure.py)
 
 
 class EmbeddingCache:
@@ -141,4 +142,4 @@ async def embed_cached(texts: Sequence[str], embedder, cache: EmbeddingCache,
         await cache.store(model, fresh)
         found.update(fresh)
     vectors = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-    return CachedEmbedding(vectors, len(missing), len(texts) - len(missing))
+    return CachedEmbedding(vectors, len(missing), len(texts) - len(missing), tuple(keys))

@@ -35,7 +35,8 @@ INSERT INTO documents AS d (document_id, project, filename, version, status, seq
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 ON CONFLICT (document_id) DO UPDATE SET
     project = EXCLUDED.project,
-    filename = CASE WHEN EXCLUDED.filename = '' THEN d.filename ELSE EXCLUDED.filename END,
+    filename = CASE WHEN EXCLUDED.status = 'DELETED' THEN ''
+                    WHEN EXCLUDED.filename = '' THEN d.filename ELSE EXCLUDED.filename END,
     version = EXCLUDED.version, status = EXCLUDED.status, seq = EXCLUDED.seq,
     stage = EXCLUDED.stage,
     chunks_total = GREATEST(EXCLUDED.chunks_total,

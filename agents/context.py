@@ -6,10 +6,11 @@ import dataclasses
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import faust
 
+from adapters.document_keys import DocumentKeys
 from schemas import DocumentStatus, status_event
 from streams.bound_topics import BoundTopics, bind_topics
 from streams.resources import Resources
@@ -39,16 +40,22 @@ def track_sends() -> None:
 
 
 class TrackedTopic:
-    """A bound Faust topic whose ``send`` remembers the returned future (the broker's
-    acknowledgement) for :meth:`StageContext.delivered`; anything else is the topic's."""
+    """A bound Faust topic whose ``send`` seals the record's document content with
+    its version's data key (``seal``: adapters/document_keys.DocumentKeys.seal; None:
+    sent as it is) and remembers the returned future (the broker's acknowledgement)
+    for :meth:`StageContext.delivered`; anything else is the topic's."""
 
-    def __init__(self, topic: faust.TopicT):
+    def __init__(self, topic: faust.TopicT,
+                 seal: Optional[Callable[[Any], Awaitable[Any]]] = None):
         self._topic = topic
+        self._seal = seal
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._topic, name)
 
     async def send(self, *args: Any, **kwargs: Any) -> Any:
+        if self._seal is not None and isinstance(kwargs.get("value"), faust.Record):
+            kwargs["value"] = await self._seal(kwargs["value"])
         fut = await self._topic.send(*args, **kwargs)
         sent = _SENT.get()
         if sent is None:
@@ -58,9 +65,11 @@ class TrackedTopic:
         return fut
 
 
-def tracked(topics: BoundTopics) -> BoundTopics:
-    """``topics`` with every topic wrapped in :class:`TrackedTopic`."""
-    return BoundTopics(**{f.name: TrackedTopic(getattr(topics, f.name))
+def tracked(topics: BoundTopics,
+            seal: Optional[Callable[[Any], Awaitable[Any]]] = None) -> BoundTopics:
+    """``topics`` with every topic wrapped in :class:`TrackedTopic` (each send
+    sealed with ``seal`` when given)."""
+    return BoundTopics(**{f.name: TrackedTopic(getattr(topics, f.name), seal)
                           for f in dataclasses.fields(topics)})
 
 
@@ -73,6 +82,7 @@ class StageContext:
     topics: BoundTopics
     resources: Resources
     _partitions: dict[str, int] = field(default_factory=dict)
+    _keys: Optional[DocumentKeys] = None
 
     @classmethod
     def for_app(cls, app: faust.App, settings: Settings,
@@ -82,7 +92,8 @@ class StageContext:
         blocking-work pool (None: the ``stage_workers`` setting); ``pool_preload``:
         its processes fork from a server that has loaded the parsers (stages/pool.py),
         and the pool starts with the app instead of on the first task."""
-        ctx = cls(app, settings, tracked(bind_topics(app)), Resources(settings, pool_workers, pool_preload))
+        ctx = cls(app, settings, bind_topics(app), Resources(settings, pool_workers, pool_preload))
+        ctx.topics = tracked(ctx.topics, ctx.seal)
 
         if pool_preload:
             @app.task
@@ -97,6 +108,25 @@ class StageContext:
             await ctx.resources.close()
 
         return ctx
+
+    async def document_keys(self) -> DocumentKeys:
+        """The data keys of document versions (adapters/document_keys.py), over the
+        metadata pool; one per context, so its key cache is shared by the stage."""
+        if self._keys is None:
+            self._keys = DocumentKeys((await self.resources.metadata()).pool)
+        return self._keys
+
+    async def seal(self, record: Any) -> Any:
+        """``record`` with its document content sealed (every send of the stage's
+        topics goes through this: :class:`TrackedTopic`)."""
+        return await (await self.document_keys()).seal(record)
+
+    async def open(self, record: Any) -> tuple[Any, bool]:
+        """(``record`` opened, False), or (its content blank, True) when its version's
+        key was destroyed by a delete (adapters/document_keys.DocumentKeys.open)."""
+        if not getattr(record, "sealed", None):
+            return record, False
+        return await (await self.document_keys()).open(record)
 
     async def emit(self, ref, status: DocumentStatus, *, stage: str, chunks_total: int = 0,
                    chunks_done: int = 0, pages: int = 0, error: Optional[str] = None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from adapters.embedding_cache import embed_cached
+from adapters.erasure import record_cache_uses
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, EmbeddedChunk
@@ -32,8 +33,12 @@ async def embed_batch(ctx: StageContext, chunks: Sequence[Chunk]) -> None:
             await ctx.emit(chunk, DocumentStatus.EMBEDDING, stage=STAGE, chunks_total=chunk.total)
     embedder = await ctx.resources.embedder()
     model = getattr(embedder, "model_name", "all-MiniLM-L6-v2")
-    result = await embed_cached([c.embed_text or c.text for c in chunks], embedder,
-                                await ctx.resources.embedding_cache(), await embedder.cache_identity())
+    cache = await ctx.resources.embedding_cache()
+    result = await embed_cached([c.embed_text or c.text for c in chunks], embedder, cache,
+                                await embedder.cache_identity())
+    # which cache rows each version used: a delete erases them (adapters/erasure.py)
+    await record_cache_uses(cache.pool, [(c.document_id, c.version, k)
+                                         for c, k in zip(chunks, result.keys)])
     EMBED_CACHE.labels(result="miss").inc(result.embedded)
     EMBED_CACHE.labels(result="hit").inc(result.cached)
     vectors = result.vectors

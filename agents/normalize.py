@@ -15,6 +15,7 @@ from pathlib import Path
 
 import faust
 
+from adapters.erasure import erase_document
 from adapters.object_keys import document_prefix, key_version, normalized_key
 from adapters.profiles_store import load_profile
 from agents.context import StageContext
@@ -67,7 +68,10 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
 async def delete_one(ctx: StageContext, event: UploadEvent) -> None:
     """Remove a document up to the delete's version N (``event.version``): its chunks
     of versions <= N from Milvus, the raw objects of those versions (whatever their
-    category), their processed and work objects, then status DELETED for version N.
+    category), their processed and work objects; then erase the rest
+    (adapters/erasure.py: rows in every physical collection, embedding-cache rows, file
+    names, and the data keys that open its sealed records); then status DELETED for
+    version N (its file name blank).
 
     Versions above N are left whole: a delete racing a new upload, a redelivered
     delete or a ``dlq redrive`` of an old one must not remove v(N+1)'s objects or
@@ -84,6 +88,10 @@ async def delete_one(ctx: StageContext, event: UploadEvent) -> None:
     for area in ("processed", "work"):
         prefix = document_prefix(area, event.project, event.document_id)
         await store.delete_prefix(prefix, event.bucket, where=_versions_up_to(prefix, up_to))
+    # every physical collection, the embedding cache, file names, then the data keys
+    await erase_document(store=ctx.resources.vectors, pool=metadata.pool,
+                         keys=await ctx.document_keys(), project=event.project,
+                         document_id=event.document_id, up_to_version=event.version)
     await ctx.emit(event, DocumentStatus.DELETED, stage=STAGE)
 
 

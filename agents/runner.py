@@ -34,6 +34,7 @@ from agents.retry_policy import classify, retry_transient, stage_retrying
 from schemas import DeadLetter
 from schemas.dead_letter import undecodable_dead_letter
 from schemas.decode import UndecodableRecord, decode_event
+from schemas.sealing import SealBroken
 from stages.errors import (ConversionTimeout, DependencyUnavailable, DocumentError, InternalError,
                            ParserCrashed)
 from streams.metrics import STAGE_EVENTS, STAGE_SECONDS
@@ -147,10 +148,16 @@ class _Runner:
 
     # -- decoding -------------------------------------------------------------------
     async def decode(self, key: Optional[bytes], value: Optional[bytes]) -> Any:
-        """The record, or None after dead-lettering a poison one."""
+        """The record with its sealed content opened (schemas/sealing.py); None after
+        dead-lettering a poison one (also one whose seal does not open), and None for
+        a record of a deleted version whose key was destroyed, unless the stage works
+        on such records (the status consumers, delete requests): those get it with
+        its content blank."""
         try:
-            return decode_event(self.stage.source.value_type, value)
-        except UndecodableRecord as exc:
+            record, shredded = decode_event(self.stage.source.value_type, value), False
+            if getattr(record, "sealed", None):  # records written before sealing: as they are
+                record, shredded = await self.forever(lambda: self.ctx.open(record))
+        except (UndecodableRecord, SealBroken) as exc:
             STAGE_EVENTS.labels(self.stage.name, "undecodable").inc()
             log.warning("%s: undecodable record (key %r) dead-lettered: %s", self.stage.name, key, exc)
             await self.deliver(lambda: self.ctx.topics.dead_letters.send(
@@ -159,6 +166,12 @@ class _Runner:
                                               source_topic=self.stage.source.name, key=key,
                                               raw=value, reason=f"undecodable: {exc}")))
             return None
+        if shredded and self.stage.guard and not self.stage.unguarded_record(record):
+            STAGE_EVENTS.labels(self.stage.name, "skipped").inc()
+            log.info("%s: skip %s v%s (deleted: its data key is destroyed)", self.stage.name,
+                     record.document_id, record.version)
+            return None
+        return record
 
     # -- the guard ------------------------------------------------------------------
     async def wanted(self, record: Any) -> bool:

@@ -164,6 +164,7 @@ def frame(ev: StatusEvent) -> bytes:
     """One SSE frame for a status event: the event's fields as JSON, without
     ``SSE_OMITTED`` (the callback URL), its ``document_id`` the project's own id."""
     data = {k: v for k, v in ev.asdict().items() if k not in SSE_OMITTED}
+    data.pop("sealed", None)  # the file name, sealed (schemas/sealing.py): shown blank
     data["document_id"] = local_id(ev.project, ev.document_id)
     return b"id: %d\nevent: status\ndata: %s\n\n" % (ev.seq, orjson.dumps(data))
 

@@ -50,6 +50,7 @@ class Chunk(faust.Record, serializer=codec.CODEC_NAME):
     image_keys: list = []
     summary: Optional[str] = None
     enrichment: Optional[dict] = None
+    sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1
 
 

@@ -51,6 +51,7 @@ class DeadLetter(faust.Record, serializer=codec.CODEC_NAME):
     raw: Optional[str] = None
     key: Optional[str] = None
     reason_code: str = FAILED
+    sealed: Optional[str] = None  # the error, sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1
 
     def raw_bytes(self) -> Optional[bytes]:

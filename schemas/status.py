@@ -80,6 +80,7 @@ class StatusEvent(faust.Record, serializer=codec.CODEC_NAME):
     error: Optional[str] = None
     callback_url: Optional[str] = None
     at: float = 0.0
+    sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1
     error_code: Optional[str] = None
 

@@ -35,4 +35,5 @@ class UploadEvent(faust.Record, serializer=codec.CODEC_NAME):
     content_type: str = "application/octet-stream"
     callback_url: Optional[str] = None
     submitted_at: float = 0.0
+    sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1

@@ -38,6 +38,7 @@ class PartitionTask(DocumentRef, serializer=codec.CODEC_NAME):
     page_end: int = 0
     part: int = 0
     parts: int = 1
+    sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1
 
 
@@ -53,4 +54,5 @@ class ElementsReady(DocumentRef, serializer=codec.CODEC_NAME):
     part: int = 0
     parts: int = 1
     worker: str = ""
+    sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1

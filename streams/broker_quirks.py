@@ -84,6 +84,15 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    clear the leader mark.  Shown by
    ``tests/test_broker_quirks.py::test_leader_leaving_a_forming_group_strands_it``.
 
+10. Topics with ``cleanup.policy=compact`` are never compacted: an overwritten
+   value and a tombstoned key are still read back from the beginning, however the
+   topic is configured (segment.ms, min.cleanable.dirty.ratio, delete.retention.ms).
+   So a Kafka tombstone cannot erase a record here, and a deleted document's records
+   are erased by crypto-shredding instead (schemas/sealing.py,
+   adapters/document_keys.py: the key of each document version is destroyed on
+   delete).  Shown by
+   ``tests/test_broker_quirks.py::test_compacted_topic_keeps_every_record``.
+
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
 

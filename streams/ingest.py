@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Awaitable, Callable, Optional
 
+from adapters.document_keys import DocumentKeys
 from adapters.metadata import Metadata
 from adapters.object_keys import raw_key
 from adapters.object_store import ObjectStore, sha256_file
@@ -124,10 +125,11 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
         category=category, filename=filename, bucket=store.bucket, key=alloc.raw_key,
         sha256=sha256, size=size, content_type=content_type,
         callback_url=callback_url, submitted_at=time.time())
-    await send_record(producer, STATUS, document_id, status_event(
+    keys = DocumentKeys(metadata.pool)  # the version's data key is made here (sealing)
+    await send_record(producer, STATUS, document_id, await keys.seal(status_event(
         document_id, alloc.version, DocumentStatus.QUEUED, stage="upload", project=project,
-        filename=filename, callback_url=callback_url))
-    await send_record(producer, UPLOADS, document_id, event)
+        filename=filename, callback_url=callback_url)))
+    await send_record(producer, UPLOADS, document_id, await keys.seal(event))
     await metadata.mark_queued(document_id, alloc.version)
     return IngestResult(Path(filename), document_id, alloc.version, True, raw_key=alloc.raw_key,
                         project=project)
@@ -149,5 +151,5 @@ async def queue_delete(*, document_id: str, version: int, project: str, category
         document_id=document_id, version=version, action=DELETE, project=project,
         category=category, filename=filename, bucket=bucket, key=key, sha256=sha256,
         size=size, callback_url=callback_url, submitted_at=time.time())
-    await send_record(producer, UPLOADS, document_id, event)
+    await send_record(producer, UPLOADS, document_id, await DocumentKeys(metadata.pool).seal(event))
     return event

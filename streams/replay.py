@@ -23,10 +23,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from adapters import collection_aliases as ca
+from adapters.document_keys import DocumentKeys
 from adapters.metadata import Metadata
 from adapters.vector_store import VectorStore, quote_literal
 from adapters.version_ledger import VersionLedger, VersionState
 from schemas import Chunk, EmbeddedChunk
+from schemas.sealing import SealBroken
 from streams import broker_quirks
 from topics import EMBEDDINGS, TopicSpec
 
@@ -91,6 +93,7 @@ class Replay:
         self.records = 0
         self.written = 0
         self._states: dict[tuple[str, int], bool] = {}
+        self.keys = DocumentKeys(ledger.pool)  # opens the sealed records (schemas/sealing.py)
 
     async def __aenter__(self) -> "Replay":
         self.consumer = AIOKafkaConsumer(
@@ -161,7 +164,13 @@ class Replay:
                 chunk = decode_event(value_type, raw)
             except UndecodableRecord:
                 continue  # poison: the live stage dead-letters it
-            if chunk.project == self.project and await self._wanted(chunk.document_id, chunk.version):
+            if chunk.project != self.project or not await self._wanted(chunk.document_id, chunk.version):
+                continue
+            try:
+                chunk, shredded = await self.keys.open(chunk)
+            except SealBroken:
+                continue  # poison too
+            if not shredded:  # a destroyed key: a deleted version, erased
                 kept.append(chunk)
         if not kept:
             return

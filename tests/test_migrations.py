@@ -109,11 +109,12 @@ def test_fresh_database_reaches_head_and_stays(schema_dsn):
         return before, first, again, await _shape(schema_dsn)
 
     before, first, again, shape = run(scenario())
-    assert before is None and first == again == head_revision() == "0004_callback_secret_rotation"
+    assert before is None and first == again == head_revision() == "0005_document_keys"
     tables = {c[0] for c in shape["columns"]}
     assert tables == {"alembic_version", "document_versions", "documents", "version_outcomes",
                       "document_deletions", "version_steps", "api_keys", "project_secrets",
-                      "callbacks", "pipeline_profiles", "embedding_cache"}
+                      "callbacks", "pipeline_profiles", "embedding_cache",
+                      "document_keys", "embedding_cache_uses"}
     assert ("document_versions", "error_code", "text", "YES", None) in shape["columns"]
 
 

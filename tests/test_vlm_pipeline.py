@@ -70,14 +70,20 @@ def _ingest(path, project, category="default"):
 
 
 async def _enhanced(bootstrap: str, document_id: str, total: int, timeout_s: float = 60):
-    """The enhanced chunks of ``document_id`` from the topic, by index."""
+    """The enhanced chunks of ``document_id`` from the topic, by index (opened with
+    their version's data key: schemas/sealing.py)."""
+    import asyncpg
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
+    from adapters.document_keys import DocumentKeys
     from schemas import Chunk, decode_event
+    from streams.settings import get_settings
     from topics.catalogue import ENHANCED
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     await consumer.start()
+    conn = await asyncpg.connect(get_settings().pg_dsn)
+    keys = DocumentKeys(conn)
     try:
         parts = consumer.partitions_for_topic(ENHANCED.name) or set()
         if not parts:
@@ -93,9 +99,10 @@ async def _enhanced(bootstrap: str, document_id: str, total: int, timeout_s: flo
                 for rec in records:
                     chunk = decode_event(Chunk, rec.value)
                     if chunk.document_id == document_id:
-                        found[chunk.index] = chunk
+                        found[chunk.index] = (await keys.open(chunk))[0]
         return found
     finally:
+        await conn.close()
         await consumer.stop()
 
 
