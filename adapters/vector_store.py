@@ -497,8 +497,22 @@ class VectorStore:
             row["text"] = row["text"][: TEXT_MAX // 4]  # VARCHAR limit is in bytes (UTF-8 ≤ 4)
             row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
         rows = list(rows)
-        self._gated("upsert", lambda c: c.upsert(self._ensure(c, alias), rows, timeout=self.timeout_s))
+        self._gated("upsert", lambda c: self._on(c, alias, lambda n: c.upsert(n, rows, timeout=self.timeout_s)))
         return len(rows)
+
+    def _on(self, client: MilvusClient, alias: str, fn: Callable[[str], T], create: bool = True) -> T:
+        """``fn(name)`` on the alias's collection (:meth:`_ensure`).  A collection
+        dropped since this store last looked (``project delete`` from another process,
+        streams/project_erasure.py) answers code 100: it is forgotten, looked up (and,
+        with ``create``, made) again and ``fn`` runs once more — before, the first
+        document indexed into a re-created project failed."""
+        try:
+            return fn(self._ensure(client, alias, create))
+        except MilvusException as exc:
+            if not is_missing_collection(exc):
+                raise
+            self.forget_alias(alias)
+            return fn(self._ensure(client, alias, create))
 
     def _delete_rows(self, alias: str, flt: str) -> None:
         """Delete the rows matching ``flt`` behind ``alias``; a missing collection (never
@@ -553,7 +567,7 @@ class VectorStore:
         the indexes of unsealed rows (its memtable, up to 128 MB) at every search;
         sealed segments keep theirs (bench/search.py measures both)."""
         alias = alias_name(project)
-        self._gated("flush", lambda c: c.flush(self._ensure(c, alias), timeout=self.timeout_s))
+        self._gated("flush", lambda c: self._on(c, alias, lambda n: c.flush(n, timeout=self.timeout_s)))
 
     def count_sync(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         """Number of chunks stored for a document (optionally one version)."""
@@ -562,16 +576,16 @@ class VectorStore:
         if version is not None:
             expr += f" and version == {int(version)}"
         flt = scoped_filter(project, expr)
-        res = self._gated("count", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["count(*)"],
-                                                    consistency_level="Strong", timeout=self.timeout_s))
+        res = self._gated("count", lambda c: self._on(c, alias, lambda n: c.query(
+            n, filter=flt, output_fields=["count(*)"], consistency_level="Strong", timeout=self.timeout_s)))
         return int(res[0]["count(*)"]) if res else 0
 
     def chunk_ids_sync(self, project: str, document_id: str) -> list[str]:
         """Every primary key stored for a document (for duplicate checks)."""
         alias = alias_name(project)
         flt = scoped_filter(project, f"document_id == {quote_literal(document_id)}")
-        res = self._gated("query", lambda c: c.query(self._ensure(c, alias), filter=flt, output_fields=["chunk_id"],
-                                                    limit=16384, timeout=self.timeout_s))
+        res = self._gated("query", lambda c: self._on(c, alias, lambda n: c.query(
+            n, filter=flt, output_fields=["chunk_id"], limit=16384, timeout=self.timeout_s)))
         return [r["chunk_id"] for r in res]
 
     def search_sync(self, project: str, vector: Sequence[float], k: int = 5,
@@ -581,9 +595,9 @@ class VectorStore:
         name = alias_for(project, alias)
         data = [list(vector)]
         flt = scoped_filter(project, filter)
-        res = self._call("search", lambda c: c.search(self._ensure(c, name, alias == "prod"), data=data, limit=k, filter=flt,
-                                                      output_fields=OUTPUT_FIELDS, anns_field="vector",
-                                                      timeout=self.timeout_s))
+        res = self._call("search", lambda c: self._on(c, name, lambda n: c.search(
+            n, data=data, limit=k, filter=flt, output_fields=OUTPUT_FIELDS, anns_field="vector",
+            timeout=self.timeout_s), create=alias == "prod"))
         hits = []
         for hit in res[0] if res else []:
             entity = dict(hit.get("entity", {}))
@@ -614,10 +628,10 @@ class VectorStore:
         q = [float(x) for x in vector]
         with ThreadPoolExecutor(2) as pool:  # the two searches at once (the client is thread-safe)
             dense_f = pool.submit(self.search_sync, project, q, k, filter, alias)
-            bm25_f = pool.submit(self._call, "search", lambda c: c.search(
-                self._ensure(c, name, create), data=[query], limit=k, filter=scoped_filter(project, filter),
+            bm25_f = pool.submit(self._call, "search", lambda c: self._on(c, name, lambda n: c.search(
+                n, data=[query], limit=k, filter=scoped_filter(project, filter),
                 output_fields=OUTPUT_FIELDS + ["vector"], anns_field=SPARSE,
-                search_params={"metric_type": "BM25"}, timeout=self.timeout_s))
+                search_params={"metric_type": "BM25"}, timeout=self.timeout_s), create=create))
             dense_hits = [{**h, "dense_score": h["score"]} for h in dense_f.result()]
             bm25 = bm25_f.result()
         bm25_hits = []

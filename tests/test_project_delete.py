@@ -71,10 +71,16 @@ def test_project_delete_removes_documents_collections_and_keys(stack, worker, tm
             return await ApiKeys(md.pool).verify(key)
     assert run(verify()) is None
     assert set(_statuses(stack, neighbour).values()) == {"COMPLETED"}
-    # again: nothing left to do
+    # the project made anew: its first document completes through the same worker,
+    # whose index stage still remembered the dropped collection (a newcomer's find)
+    (tmp_path / "again").mkdir()
+    (tmp_path / "again" / "c.md").write_text("# Spoonbills\n\nSpoonbills waded in the lagoon.\n")
+    again_doc = ingest([tmp_path / "again"], project)
+    assert [e.status for e in again_doc.last.values()] == ["COMPLETED"], again_doc.last
+    # again: nothing left to do but the new document
     again = subprocess.run([str(ROOT / ".venv" / "bin" / "ragstream"), "project", "delete", project, "--yes",
                             "--json"], env=dict(os.environ), capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["documents_deleted"] == 0
+    assert again.returncode == 0 and json.loads(again.stdout.strip().splitlines()[-1])["documents_deleted"] == 1
 
 
 def test_project_delete_needs_yes_and_a_valid_name():
