@@ -110,7 +110,11 @@ def open_fields(data: dict[str, Any], key: Optional[bytes], document_id: str,
 
 def carries_content(record: faust.Record) -> bool:
     """Whether ``record`` has a ``sealed`` field (its type is sealed on the wire), or
-    is a dead letter (whose payload is a record that may be)."""
+    is a dead letter of a failed event (whose payload is a record that may be); not
+    the dead letter of an undecodable record (nothing of it is a document's content
+    ragstream could read: its raw bytes are kept as they came, sealed or not)."""
+    if getattr(record, "reason_code", None) == "undecodable":
+        return False  # a poison record's dead letter: its error is the decoder's reason, its raw the bytes as read
     return "sealed" in record._options.fields or "payload" in record._options.fields
 
 

@@ -83,3 +83,11 @@ def test_records_without_content_and_sealed_records_pass_unchanged():
     assert seal_record(sealed, key).sealed == sealed.sealed
     plain = _chunk(sealed=None)
     assert open_record(plain, key) is plain
+
+
+def test_an_undecodable_records_dead_letter_keeps_its_reason_in_the_clear():
+    from schemas import undecodable_dead_letter
+
+    letter = undecodable_dead_letter(stage="normalize", source_topic="t", key=b"k", raw=b"\x00not json",
+                                     reason="undecodable: not JSON")
+    assert seal_record(letter, new_data_key()).error == "undecodable: not JSON"
