@@ -11,6 +11,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_latest
 
+from adapters.document_keys import DocumentKeys
 from api.auth import get_state, require_project
 from api.documents import router as documents_router
 from api.lag import stage_lag
@@ -131,7 +132,8 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
             SSE_CLIENTS.inc()
             try:
                 async for chunk in event_stream(state.hub, project=key_project, document_id=document_id,
-                                                replay=replay, bootstrap=state.settings.kafka_bootstrap):
+                                                replay=replay, bootstrap=state.settings.kafka_bootstrap,
+                                                keys=DocumentKeys(state.metadata.pool)):
                     yield chunk
             finally:
                 SSE_CLIENTS.dec()

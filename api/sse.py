@@ -23,7 +23,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Optional
+from typing import Any, AsyncIterator, Optional
 
 import orjson
 from aiokafka import AIOKafkaConsumer
@@ -31,7 +31,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, wait_fixed
 
 from schemas import StatusEvent
 from streams.document_ids import local_id
-from streams.kafka_io import tail_status
+from streams.kafka_io import open_for_display, tail_status
 from topics import STATUS
 
 log = logging.getLogger(__name__)
@@ -170,8 +170,10 @@ def frame(ev: StatusEvent) -> bytes:
 
 
 async def event_stream(hub: StatusHub, *, project: str, document_id: Optional[str],
-                       replay: bool, bootstrap: str) -> AsyncIterator[bytes]:
+                       replay: bool, bootstrap: str, keys: Optional[Any] = None) -> AsyncIterator[bytes]:
     """The body of one SSE response: frames for matching events, pings when idle.
+    ``keys`` (adapters.document_keys.DocumentKeys) opens each event's sealed file
+    name for the project's client (blank without, or for a deleted version).
     Ends when the client disconnects (the server cancels the iterator)."""
     yield b"retry: 2000\n: connected\n\n"
     if replay:
@@ -193,7 +195,7 @@ async def event_stream(hub: StatusHub, *, project: str, document_id: Optional[st
                         return
                     yield b": ping\n\n"
                     continue
-                yield frame(ev)
+                yield frame(await open_for_display(ev, keys))
         finally:
             task.cancel()
             await source.aclose()
@@ -208,6 +210,6 @@ async def event_stream(hub: StatusHub, *, project: str, document_id: Optional[st
             if ev is None:  # dropped for lagging behind: the client reconnects
                 yield b"event: overflow\ndata: {}\n\n"
                 return
-            yield frame(ev)
+            yield frame(await open_for_display(ev, keys))
     finally:
         hub.unsubscribe(sub)

@@ -22,7 +22,8 @@ from adapters.migrations import upgrade_head
 from adapters.object_store import ObjectStore
 from schemas import TERMINAL, DocumentStatus
 from streams.ingest import IngestResult, ingest_file
-from streams.kafka_io import producer, tail_status
+from adapters.document_keys import DocumentKeys
+from streams.kafka_io import open_for_display, producer, tail_status
 from cli.status_view import documents_table, shown, transition_line
 from streams.settings import Settings, get_settings
 
@@ -86,19 +87,21 @@ async def follow_until_terminal(wanted: dict[str, int], console: Console,
     settings = settings or get_settings()
     last = {} if last is None else last
 
-    async def _follow() -> None:
+    async def _follow(keys: DocumentKeys) -> None:
         async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
             if wanted.get(ev.document_id) != ev.version or ev.at < since:
                 continue
             prev = last.get(ev.document_id)
             if prev is not None and prev.seq >= ev.seq:
                 continue
+            ev = await open_for_display(ev, keys)  # its file name is sealed on the topic
             last[ev.document_id] = ev
             console.print(transition_line(ev), highlight=False, soft_wrap=True)
             if all(d in last and DocumentStatus(last[d].status) in TERMINAL for d in wanted):
                 return
 
-    await asyncio.wait_for(_follow(), timeout_s)
+    async with Metadata(settings.pg_dsn) as metadata:
+        await asyncio.wait_for(_follow(DocumentKeys(metadata.pool)), timeout_s)
     return last
 
 
@@ -200,6 +203,20 @@ def _json_line(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+async def _follow_status(document: Optional[str], project: Optional[str], console: Console,
+                         as_json: bool, keys: DocumentKeys) -> None:
+    """``status --follow``: every status event (of ``document`` / ``project``) as a
+    line or a JSON object, its sealed file name opened."""
+    async for ev in tail_status(get_settings().kafka_bootstrap, from_beginning=True):
+        if (document and ev.document_id != document) or (project and ev.project != project):
+            continue
+        ev = await open_for_display(ev, keys)
+        if as_json:
+            _json_line({k: v for k, v in ev.asdict().items() if k != "sealed"})
+        else:
+            console.print(transition_line(ev), highlight=False, soft_wrap=True)
+
+
 async def show_status(document: Optional[str], *, follow: bool, project: Optional[str],
                       console: Console, as_json: bool = False) -> None:
     """Print the projection (one document or a project's), or tail the changelog;
@@ -207,13 +224,8 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
     ``follow``) on its own line, for scripts (a table is cut to the terminal width)."""
     settings = get_settings()
     if follow:
-        async for ev in tail_status(settings.kafka_bootstrap, from_beginning=True):
-            if (document and ev.document_id != document) or (project and ev.project != project):
-                continue
-            if as_json:
-                _json_line(ev.asdict())
-            else:
-                console.print(transition_line(ev), highlight=False, soft_wrap=True)
+        async with Metadata(settings.pg_dsn) as metadata:
+            await _follow_status(document, project, console, as_json, DocumentKeys(metadata.pool))
         return
     await upgrade_head(settings.pg_dsn)
     async with Metadata(settings.pg_dsn) as metadata:

@@ -6,7 +6,7 @@ import asyncio
 import time
 import uuid
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Optional
+from typing import Any, AsyncIterator, Optional
 
 import faust
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
@@ -34,6 +34,20 @@ async def send_record(prod: AIOKafkaProducer, spec: TopicSpec, key: str, record:
     await prod.send_and_wait(spec.name, key=key.encode(), value=record.dumps())
 
 
+async def open_for_display(ev: StatusEvent, keys: Optional[Any]) -> StatusEvent:
+    """``ev`` with its sealed content opened by ``keys`` (DocumentKeys) when both are
+    there; as it is otherwise, and when it does not open (a broken seal is shown
+    blank, not raised: this is for people watching, not for deciding)."""
+    from schemas.sealing import SealBroken
+
+    if keys is None or not getattr(ev, "sealed", None):
+        return ev
+    try:
+        return (await keys.open(ev))[0]
+    except SealBroken:
+        return ev
+
+
 async def tail_status(bootstrap: str, *, from_beginning: bool = True,
                       idle_timeout_s: Optional[float] = None) -> AsyncIterator[StatusEvent]:
     """Yield status events from the changelog as they arrive (no consumer group).
@@ -43,7 +57,8 @@ async def tail_status(bootstrap: str, *, from_beginning: bool = True,
     errors while its S3 storage was away, a subscribed tail lost its partitions and
     never read again (drill ``restart-s3``); an assigned one keeps its positions and
     resumes.  A record that is not a status event is skipped.  Stops after
-    ``idle_timeout_s`` seconds without an event (None: never).
+    ``idle_timeout_s`` seconds without an event (None: never).  An event's file name
+    is sealed (schemas/sealing.py): :func:`open_for_display` shows it.
     """
     from schemas.decode import UndecodableRecord, decode_event
 

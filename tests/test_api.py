@@ -116,6 +116,9 @@ def test_upload_pdf_over_http_completes_and_sse_has_every_transition(api, projec
     assert [s for s, _ in got] == PIPELINE, got
     assert [q for _, q in got] == sorted(q for _, q in got)
     assert got == _kafka_transitions(stack, scoped_id(project, doc))  # every transition on the topic, in order
+    # the file name is sealed on the topic (schemas/sealing.py); the project's stream shows it
+    assert {e["filename"] for e in events} == {samples["pdf"].name} and not any("sealed" in e for e in events)
+    assert all(e["document_id"] == doc for e in events)
     print(f"\nPDF upload → COMPLETED over HTTP: {elapsed:.1f} s, {final['chunks_total']} chunks")
 
     again = upload(api.url, key, samples["pdf"], project=project)
