@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 
@@ -84,7 +85,7 @@ def _delete(keys, rows, up_to: int):
     async def metadata():
         async def versions(document_id):
             return [{"version": v, "raw_key": raw_key(PROJECT, "default", v, DOC, "txt")} for v in (1, 2)]
-        return SimpleNamespace(versions=versions)
+        return SimpleNamespace(versions=versions, pool=None)
 
     async def get_store():
         return store
@@ -92,12 +93,22 @@ def _delete(keys, rows, up_to: int):
     async def emit(ref, status, **kw):
         emitted.append((ref.version, status.value))
 
+    async def document_keys():
+        return None
+
+    erased = []
+
+    async def erase_document(**kw):  # its own bounds (versions <= N) are tests/test_erasure.py's
+        erased.append(kw["up_to_version"])
+
     ctx = SimpleNamespace(resources=SimpleNamespace(vectors=vectors, metadata=metadata, store=get_store),
-                          emit=emit)
+                          emit=emit, document_keys=document_keys)
     event = UploadEvent(document_id=DOC, version=up_to, action=DELETE, project=PROJECT,
                         category="default", filename="a.txt", bucket="b",
                         key=raw_key(PROJECT, "default", up_to, DOC, "txt"), sha256="", size=0)
-    asyncio.run(delete_one(ctx, event))
+    with mock.patch("agents.normalize.erase_document", erase_document):
+        asyncio.run(delete_one(ctx, event))
+    assert erased == [up_to]
     return bucket.keys, vectors.rows, emitted
 
 
