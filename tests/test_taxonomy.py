@@ -97,6 +97,7 @@ def _version_code(dsn: str, document_id: str) -> str | None:
 def test_failed_upload_carries_code_to_api_postgres_and_callback(api, project, stack):
     from adapters.callbacks import idempotency_key
     from api_helpers import Receiver, create_key, project_secret, upload, wait_status
+    from streams.document_ids import scoped_id
 
     key = create_key(project)
     broken = stack.data_dir / f"broken-{project}.docx"
@@ -109,8 +110,9 @@ def test_failed_upload_carries_code_to_api_postgres_and_callback(api, project, s
         final = wait_status(api.url, key, doc, {"COMPLETED", "FAILED"})
         assert final["status"] == "FAILED" and final["error_code"] in ("corrupt", "unsupported_type"), final
         assert not re.search(r"\b\w+Error\b|Traceback", final["error"]), final["error"]
-        body = receiver.wait_accepted(idempotency_key(doc, 1, "FAILED"))[0]["body"]
+        body = receiver.wait_accepted(idempotency_key(scoped_id(project, doc), 1, "FAILED"))[0]["body"]
         assert body["error_code"] == final["error_code"] and body["error"] == final["error"]
+        assert body["document_id"] == doc  # the project's own id, as the API gave it
     finally:
         receiver.close()
-    assert _version_code(stack.pg_dsn, doc) == final["error_code"]
+    assert _version_code(stack.pg_dsn, scoped_id(project, doc)) == final["error_code"]
