@@ -290,7 +290,7 @@ async def _upload_reference(request: Request, key_project: str, state: ApiState,
         raise HTTPException(413, str(exc)) from exc
     except ValidationError as exc:
         UPLOADS_TOTAL.labels("bad_request").inc()
-        raise HTTPException(422, exc.errors(include_url=False, include_context=False)) from exc
+        raise HTTPException(422, exc.errors(include_url=False, include_context=False, include_input=False)) from exc
     project, category = _check_fields(key_project, ref.project, ref.category, ref.document_id,
                                       ref.callback_url)
     settings, store = state.settings, state.store

@@ -3,6 +3,7 @@ with the broker-quirk settings, serialising through the same Faust records."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -14,6 +15,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPa
 from schemas import StatusEvent
 from streams import broker_quirks
 from topics import STATUS, TopicSpec
+
+log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
@@ -36,8 +39,12 @@ async def send_record(prod: AIOKafkaProducer, spec: TopicSpec, key: str, record:
 
 async def open_for_display(ev: StatusEvent, keys: Optional[Any]) -> StatusEvent:
     """``ev`` with its sealed content opened by ``keys`` (DocumentKeys) when both are
-    there; as it is otherwise, and when it does not open (a broken seal is shown
-    blank, not raised: this is for people watching, not for deciding)."""
+    there; as it is otherwise, and when it does not open: a broken seal, or the key
+    store (PostgreSQL) away, shows the file name blank instead of raising -- this is
+    for people watching, not for deciding, and a follow must outlive a database
+    outage (tests/test_delivery.py::test_postgres_outage_fails_nothing_and_loses_no_status)."""
+    import asyncpg
+
     from schemas.sealing import SealBroken
 
     if keys is None or not getattr(ev, "sealed", None):
@@ -45,6 +52,10 @@ async def open_for_display(ev: StatusEvent, keys: Optional[Any]) -> StatusEvent:
     try:
         return (await keys.open(ev))[0]
     except SealBroken:
+        return ev
+    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        log.warning("status of %s shown without its file name: key store unavailable (%s)",
+                    ev.document_id, type(exc).__name__)
         return ev
 
 

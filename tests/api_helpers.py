@@ -24,9 +24,6 @@ from typing import Iterator, Optional
 
 import httpx
 
-os.environ.setdefault("RAGSTREAM_CALLBACK_ALLOW_HOSTS", "localhost")
-os.environ.setdefault("RAGSTREAM_CALLBACK_BACKOFF_S", "0.3")
-os.environ.setdefault("RAGSTREAM_CALLBACK_BACKOFF_MAX_S", "5")
 
 ROOT = Path(__file__).resolve().parents[1]
 UPLOAD_LIMIT = 4 * 1024 * 1024  # bytes: the test API's RAGSTREAM_API_MAX_UPLOAD_BYTES

@@ -29,6 +29,11 @@ TEST_ENV = {
     "RAGSTREAM_TRITON_GRPC_PORT": "28001",
     "RAGSTREAM_TRITON_METRICS_PORT": "28002",
     "RAGSTREAM_CONVERTER_PORT": "22003",  # + 22004 (its LibreOffice UNO socket)
+    # callbacks to the tests' loopback receivers, retried quickly; here and not where a
+    # test imports its helpers, so the session worker has them whichever test starts it
+    "RAGSTREAM_CALLBACK_ALLOW_HOSTS": "localhost",
+    "RAGSTREAM_CALLBACK_BACKOFF_S": "0.3",
+    "RAGSTREAM_CALLBACK_BACKOFF_MAX_S": "5",
     "DO_NOT_TRACK": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }

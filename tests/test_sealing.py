@@ -91,3 +91,24 @@ def test_an_undecodable_records_dead_letter_keeps_its_reason_in_the_clear():
     letter = undecodable_dead_letter(stage="normalize", source_topic="t", key=b"k", raw=b"\x00not json",
                                      reason="undecodable: not JSON")
     assert seal_record(letter, new_data_key()).error == "undecodable: not JSON"
+
+
+def test_status_for_display_outlives_the_key_store_being_away():
+    """A follow (ingest --wait, status --follow, SSE) shows an event whose key cannot be
+    read -- PostgreSQL refusing connections -- with its file name blank, and does not
+    raise: the CI run of test_postgres_outage_fails_nothing_and_loses_no_status died
+    in cli/progress on ConnectionRefusedError while PostgreSQL was stopped."""
+    import asyncio
+
+    from streams.kafka_io import open_for_display
+
+    key = new_data_key()
+    ev = seal_record(StatusEvent(document_id="p.d", version=1, status="QUEUED", seq=1, stage="api",
+                                 project="p", filename="secret-plans.pdf"), key)
+
+    class Away:
+        async def open(self, record):
+            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 25432)")
+
+    shown = asyncio.run(open_for_display(ev, Away()))
+    assert shown.status == "QUEUED" and "secret-plans" not in shown.filename

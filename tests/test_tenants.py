@@ -200,7 +200,8 @@ def test_api_fuzz_finds_no_server_error_and_no_cross_project_read(api, stack, tm
     key_b = create_key(b)
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "SCHEMATHESIS_HOOKS": str(root / "tests" / "fuzz_hooks.py"),
-           "RAGSTREAM_FUZZ_FORBIDDEN": ",".join([marker, scoped_id(a, "shared")])}
+           "RAGSTREAM_FUZZ_FORBIDDEN": ",".join([marker, scoped_id(a, "shared")]),
+           "RAGSTREAM_FUZZ_SEEN": str(tmp_path / "seen.txt")}
     started = time.monotonic()
     out = subprocess.run(
         [str(Path(sys.executable).parent / "st"), "run", f"{api.url}/openapi.json",
@@ -210,6 +211,30 @@ def test_api_fuzz_finds_no_server_error_and_no_cross_project_read(api, stack, tm
         capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     took = time.monotonic() - started
     tail = "\n".join(out.stdout.splitlines()[-30:])
-    print(f"\nfuzz: {took:.0f} s\n{tail}")
-    assert out.returncode == 0, tail
-    assert "no_cross_project_data" in out.stdout and "passed" in out.stdout, tail
+    failures = out.stdout.split("FAILURES", 1)[-1][:6000] if "FAILURES" in out.stdout else ""
+    print(f"\nfuzz: {took:.0f} s\n{failures}\n{tail}")
+    assert out.returncode == 0, failures + tail
+    seen = (tmp_path / "seen.txt").read_text().splitlines()
+    print(f"fuzz: {len(seen)} responses checked for project {a}'s data")
+    assert len(seen) >= 500 and "passed" in out.stdout, tail  # 608 cases at seed 20261203
+
+
+def test_the_fuzz_check_fails_on_another_projects_data(monkeypatch, tmp_path):
+    """The fuzz's check (tests/fuzz_hooks.py) raises on a response holding a forbidden
+    string and records each response it saw: it can fail."""
+    import importlib
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("RAGSTREAM_FUZZ_FORBIDDEN", "narwhal1,acme.doc")
+    monkeypatch.setenv("RAGSTREAM_FUZZ_SEEN", str(tmp_path / "seen.txt"))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    sys.modules.pop("fuzz_hooks", None)
+    hooks = importlib.import_module("fuzz_hooks")
+    case = SimpleNamespace(method="GET", path="/v1/documents/{document_id}")
+    hooks.no_cross_project_data(None, SimpleNamespace(content=b'{"id": "x"}', status_code=200), case)
+    with pytest.raises(AssertionError, match="another project's data"):
+        hooks.no_cross_project_data(None, SimpleNamespace(content=b'{"f": "narwhal1.txt"}',
+                                                          status_code=200), case)
+    assert len((tmp_path / "seen.txt").read_text().splitlines()) == 2

@@ -148,3 +148,14 @@ def test_api_reference_key_with_dotdot_answers_422(stack):
     r = _post(stack, json={"source": {"bucket": "ragstream", "key": "incoming/{project}/../other/x.pdf"}})
     assert r.status_code == 422, r.text
     assert "'..' segments" in r.text
+
+
+@pytest.mark.parametrize("body", [b"\x00", b"\xff\xfe", b'{"source": "\\u0000"', b"[]"])
+def test_api_json_body_that_is_not_json_answers_422_without_echoing_it(stack, body):
+    """The API fuzz (tests/test_tenants.py) found POST /v1/documents with a JSON
+    content type and the body ``\\x00`` answering 500: the 422's detail carried the
+    raw bytes, which the JSON response could not encode.  The detail names the
+    problem and never echoes what the client sent."""
+    r = _post(stack, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert "input" not in r.json()["detail"][0]
