@@ -15,7 +15,7 @@ from typing import Sequence
 import faust
 
 import schemas  # noqa: F401  (registers the orjson codec)
-from streams import broker_quirks
+from streams import broker_quirks, commit_order
 from streams.settings import Settings, get_settings
 
 # ``projection`` writes the status changelog into PostgreSQL (it was ``project``,
@@ -64,6 +64,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
     )
     broker_quirks.tolerate_commit_outages(app)  # quirk 8: a commit during an S3 outage
     broker_quirks.keep_membership_on_close()  # quirk 9: no LeaveGroup (it can strand the group)
+    commit_order.install()  # faust commits past an unfinished event under concurrency
     from agents import register  # imported late: agents import this module's names
 
     register(app, stage, settings)
