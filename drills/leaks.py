@@ -23,12 +23,16 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 SCAN_TIMEOUT_S = 60.0
 
 
-async def topic_hits(bootstrap: str, marker: bytes) -> dict[str, int]:
-    """``{topic: records whose key or value holds marker}`` over every catalogue topic."""
+async def topic_records(bootstrap: str) -> dict[str, list[bytes]]:
+    """``{topic: [key + b"\\0" + value, ...]}``: every record of every catalogue topic,
+    from the earliest retained offset to the end offsets read once at the start
+    (``broker_quirks.end_offsets``: a Fetch, since ListOffsets answers too low here).
+    Raises TimeoutError when a partition cannot be read to its end in
+    ``SCAN_TIMEOUT_S`` seconds."""
     from streams import broker_quirks
     from topics import ALL
 
-    out: dict[str, int] = {}
+    out: dict[str, list[bytes]] = {spec.name: [] for spec in ALL}
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 auto_offset_reset="earliest", group_id=None)
     await consumer.start()
@@ -47,9 +51,8 @@ async def topic_hits(bootstrap: str, marker: bytes) -> dict[str, int]:
         while pending and loop.time() < deadline:
             batches = await consumer.getmany(*pending, timeout_ms=500, max_records=1000)
             for tp, messages in batches.items():
-                for m in messages:
-                    if m.offset < ends[tp] and (marker in (m.key or b"") or marker in (m.value or b"")):
-                        out[tp.topic] = out.get(tp.topic, 0) + 1
+                out[tp.topic] += [(m.key or b"") + b"\0" + (m.value or b"")
+                                  for m in messages if m.offset < ends[tp]]
             for tp in list(pending):
                 if await consumer.position(tp) >= ends[tp]:
                     pending.discard(tp)
@@ -59,6 +62,13 @@ async def topic_hits(bootstrap: str, marker: bytes) -> dict[str, int]:
     finally:
         await consumer.stop()
     return out
+
+
+async def topic_hits(bootstrap: str, marker: bytes) -> dict[str, int]:
+    """``{topic: records whose key or value holds marker}`` over every catalogue topic."""
+    counts = {topic: sum(marker in r for r in records)
+              for topic, records in (await topic_records(bootstrap)).items()}
+    return {topic: n for topic, n in counts.items() if n}
 
 
 def milvus_hits(milvus_uri: str, project: str, marker: str) -> dict[str, int]:

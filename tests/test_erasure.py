@@ -18,7 +18,7 @@ import uuid
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from drills.leaks import topic_records
 
 from tests.conftest import ingest, run
 
@@ -28,30 +28,6 @@ KEEP = {
     "pumps.md": "# Pumps\n\nThe pump station energy use is logged every hour.\n",
     "valves.md": "# Valves\n\nGate valves and butterfly valves are exercised each spring.\n",
 }
-
-
-async def _topic_bytes(bootstrap: str) -> dict[str, list[bytes]]:
-    """Every record's key + value of every catalogue topic, read from the beginning
-    until three polls in a row bring nothing (everything was stored before)."""
-    from topics import ALL
-
-    out: dict[str, list[bytes]] = {}
-    for spec in ALL:
-        consumer = AIOKafkaConsumer(spec.name, bootstrap_servers=bootstrap, group_id=None,
-                                    enable_auto_commit=False, auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            values: list[bytes] = []
-            idle, deadline = 0, time.monotonic() + 120
-            while idle < 3 and time.monotonic() < deadline:
-                batches = await consumer.getmany(timeout_ms=1000, max_records=1000)
-                got = [(m.key or b"") + b"\0" + (m.value or b"") for ms in batches.values() for m in ms]
-                idle = 0 if got else idle + 1
-                values += got
-            out[spec.name] = values
-        finally:
-            await consumer.stop()
-    return out
 
 
 async def _readable(dsn: str, topics: dict[str, list[bytes]]) -> dict[str, list[bytes]]:
@@ -223,7 +199,7 @@ def test_delete_leaves_no_copy_anywhere_and_reindex_rebuilds_the_rest(stack, wor
     needles = {"marker": marker.encode(), **_vector_needles(store, project, doc.document_id)}
 
     # the scans see what they look for: the marker and the vector are everywhere now
-    topics = run(_readable(stack.pg_dsn, run(_topic_bytes(stack.kafka_bootstrap))))
+    topics = run(_readable(stack.pg_dsn, run(topic_records(stack.kafka_bootstrap))))
     assert len(_collections_holding(store, project, marker, doc.document_id)) == 2
     assert run(_dead_letters_of(stack.kafka_bootstrap, doc.document_id))
     assert run(_s3_holding(stack, marker.encode()))
@@ -243,7 +219,7 @@ def test_delete_leaves_no_copy_anywhere_and_reindex_rebuilds_the_rest(stack, wor
     run(_wait_status(stack, doc.document_id, "DELETED"))
     time.sleep(3)  # the projection and the other stages settle
 
-    topics = run(_readable(stack.pg_dsn, run(_topic_bytes(stack.kafka_bootstrap))))
+    topics = run(_readable(stack.pg_dsn, run(topic_records(stack.kafka_bootstrap))))
     left = {n: [t for t, values in topics.items() if any(needle in v for v in values)]
             for n, needle in needles.items()}
     assert left == {n: [] for n in needles}, f"still on the topics: {left}"
