@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from adapters.document_keys import DocumentKeys
 from api.auth import get_state, require_project
 from api.documents import router as documents_router
+from api.errors import install_error_handlers
 from api.lag import stage_lag
 from api.readiness import ReadinessCache, readiness  # noqa: F401 (readiness: re-exported)
 from api.projects import router as projects_router
@@ -59,6 +60,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     app = FastAPI(title="ragstream", version="0.1.0", lifespan=lifespan,
                   description="Upload documents, follow their processing, get called back, search.")
     app.state.readiness = ready_cache
+    install_error_handlers(app)  # no 500 from encoding a hostile input back (api/errors.py)
     app.include_router(documents_router)
     app.include_router(search_router)
     app.include_router(projects_router)

@@ -105,7 +105,12 @@ def test_reference_keys_with_dots_inside_names_pass():
 
 # -- through the app, on the test stack -------------------------------------------------------
 def _post(stack, **kw) -> httpx.Response:
-    """POST /v1/documents to the app in-process (its ApiState opened by hand, in this
+    """POST /v1/documents: :func:`_post_to`."""
+    return _post_to(stack, "/v1/documents", **kw)
+
+
+def _post_to(stack, path: str, **kw) -> httpx.Response:
+    """POST ``path`` to the app in-process (its ApiState opened by hand, in this
     test's event loop: no lifespan needed) with a 1 MiB upload limit, as a fresh
     project's key; ``kw`` may use ``{project}`` in ``json``."""
     from api.app import create_app
@@ -124,7 +129,7 @@ def _post(stack, **kw) -> httpx.Response:
                 kw["json"]["source"]["key"] = kw["json"]["source"]["key"].format(project=project)
             async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t",
                                          timeout=120) as c:
-                return await c.post("/v1/documents", headers={"X-API-Key": key, **kw.pop("headers", {})},
+                return await c.post(path, headers={"X-API-Key": key, **kw.pop("headers", {})},
                                     **kw)
         finally:
             await state.close()
@@ -159,3 +164,23 @@ def test_api_json_body_that_is_not_json_answers_422_without_echoing_it(stack, bo
     r = _post(stack, content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 422, r.text
     assert "input" not in r.json()["detail"][0]
+
+
+@pytest.mark.parametrize("body", [b'{"query": "\\ud800"}', b'{"query": "ok", "\\udfff": 1}',
+                                  b'{"query": ["\\ud800"]}'])
+def test_api_search_with_a_lone_surrogate_answers_422(stack, body):
+    """A newcomer's attack found ``POST /v1/search`` with the query ``"\\ud800"``
+    answering 500: FastAPI's 422 echoed a string UTF-8 cannot encode.  Every route's
+    validation errors go through api/errors.py now: 422, nothing echoed."""
+    r = _post_to(stack, "/v1/search", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert all("input" not in e for e in r.json()["detail"])
+
+
+def test_error_details_are_made_encodable():
+    from api.errors import encodable, validation_detail
+
+    assert encodable({"\ud800": ("a", b"\xff", 1, None)}) == {"\\ud800": ["a", "\ufffd", 1, None]}
+    detail = validation_detail([{"type": "x", "loc": ("body", "\udfff"), "msg": "m", "input": "\ud800",
+                                 "ctx": {"a": 1}, "url": "u"}])
+    assert detail == [{"type": "x", "loc": ["body", "\\udfff"], "msg": "m"}]
