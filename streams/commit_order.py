@@ -30,23 +30,14 @@ from typing import Any, Optional
 _FAUST_NEW_OFFSET: Any = None  # faust's own method, kept by install() (tests compare)
 
 
-def _first_run(offsets: list[int]) -> list[int]:
-    """The leading run of consecutive numbers of sorted ``offsets`` (non-empty)."""
-    run = [offsets[0]]
-    for o in offsets[1:]:
-        if o != run[-1] + 1:
-            break
-        run.append(o)
-    return run
-
-
 def in_order_new_offset(consumer: Any, tp: Any) -> Optional[int]:
     """The offset to commit for ``tp`` (the next one to read), or None for none now.
 
     ``consumer`` is a faust ``Consumer``: its ``_acked[tp]`` (acknowledged offsets,
     consumed here as Faust does), ``_acked_index[tp]``, ``_gap[tp]`` (an IntervalTree of
-    offsets never delivered) and ``_unacked_messages`` (delivered, not yet acknowledged) are read under faust's
-    ``ack_lock``, which its acknowledgements hold too."""
+    offsets never delivered) and ``_unacked_messages`` (delivered, not yet
+    acknowledged) are read under faust's ``ack_lock``, which its acknowledgements
+    hold too."""
     from faust.types.tuples import ack_lock
 
     with ack_lock:
@@ -54,6 +45,8 @@ def in_order_new_offset(consumer: Any, tp: Any) -> Optional[int]:
 
 
 def _new_offset(consumer: Any, tp: Any) -> Optional[int]:
+    from faust.utils.functional import consecutive_numbers
+
     acked = consumer._acked[tp]
     if not acked:
         return None
@@ -68,9 +61,10 @@ def _new_offset(consumer: Any, tp: Any) -> Optional[int]:
     acked.sort()
     pending = [m.offset for m in list(consumer._unacked_messages)
                if getattr(m, "tp", None) == tp and not getattr(m, "acked", False)]
-    run = _first_run(acked)
+    run = next(consecutive_numbers(acked))  # faust's own: the leading run
     if pending:
-        run = [o for o in run if o < min(pending)]
+        lowest = min(pending)
+        run = [o for o in run if o < lowest]
         if not run:
             return None  # an earlier event is still being worked on
     del acked[:len(run)]
