@@ -84,12 +84,22 @@ def _can_traverse(path: Path, uid: int, gids: set[int]) -> bool:
     return True
 
 
+def _outside_home(default: Path) -> Path:
+    """The data directory outside ``data_dir`` for ``default``:
+    ``OUTSIDE_ROOT/<first 16 hex of sha256(default)>``."""
+    return OUTSIDE_ROOT / hashlib.sha256(str(default).encode()).hexdigest()[:16]
+
+
 def _pg_home(settings: Settings, default: Path) -> Path:
     """Where PostgreSQL's data directory lives: ``default`` (``data_dir/postgres``)
-    unless we are root and the server's user cannot traverse its parents; then
-    ``OUTSIDE_ROOT/<first 16 hex of sha256(default)>``."""
+    unless we are root and either ``default`` is already our link to the outside
+    home (a probe once failed there, see :func:`_pg_prepare`) or the server's user
+    cannot traverse its parents by their mode bits; then :func:`_outside_home`."""
     if os.geteuid() != 0:
         return default
+    outside = _outside_home(default)
+    if default.is_symlink():
+        return outside if Path(os.readlink(default)) == outside else default
     for name in _PG_USERS:
         try:
             pw = pwd.getpwnam(name)
@@ -102,7 +112,7 @@ def _pg_home(settings: Settings, default: Path) -> Path:
     else:  # the user is created on first start: an unprivileged stranger to every directory
         if _can_traverse(default.parent, -1, set()):
             return default
-    return OUTSIDE_ROOT / hashlib.sha256(str(default).encode()).hexdigest()[:16]
+    return outside
 
 
 def _link_outside_home(settings: Settings, home: Path) -> None:
@@ -126,7 +136,33 @@ def _as_user(user: str | None) -> dict:
     return {"user": user, "group": user, "extra_groups": []} if user else {}
 
 
+def _reachable_by(user: str, path: Path) -> bool:
+    """True when ``user`` can write ``path`` (a real ``test -w`` as that user: mode
+    bits, ACLs, and file systems that ignore ``chown`` all count)."""
+    return subprocess.run(["test", "-w", str(path)], **_as_user(user)).returncode == 0
+
+
+def _ancestry(path: Path) -> str:
+    """``path`` and its parents with mode, owner and group, for an error message."""
+    rows = []
+    for part in [*reversed(path.parents), path]:
+        try:
+            st = part.stat()
+            rows.append(f"{part} {stat.filemode(st.st_mode)} {st.st_uid}:{st.st_gid}")
+        except OSError as exc:
+            rows.append(f"{part} ({exc.__class__.__name__})")
+    return "; ".join(rows)
+
+
 async def _pg_prepare(settings: Settings, paths: Paths) -> None:
+    """Make the data directory the server's user's own, then ``initdb`` it if new.
+
+    As root: when that user cannot write the data directory inside ``data_dir`` (its
+    parents' mode bits looked right, yet the probe fails: an ACL, or a file system
+    that ignores ``chown`` — seen once in CI), the data moves to the outside home
+    and ``data_dir/postgres`` becomes a link to it; the supervisor re-reads the
+    paths after this hook.  Raises :class:`DevStackError` when even that home is
+    unreachable, naming each parent's mode and owner."""
     user = _pg_user()
     default = Path(settings.data_dir).expanduser().resolve() / "postgres"
     if paths.data != default:
@@ -134,11 +170,16 @@ async def _pg_prepare(settings: Settings, paths: Paths) -> None:
     if user:
         shutil.chown(paths.data, user, user)
         paths.data.chmod(0o700)
-        probe = subprocess.run(["test", "-w", str(paths.data)], **_as_user(user))
-        if probe.returncode != 0:
+        if not _reachable_by(user, paths.data):
+            if paths.data == default:
+                outside = _outside_home(default)
+                outside.mkdir(parents=True, exist_ok=True)
+                _link_outside_home(settings, outside)
+                await _pg_prepare(settings, Paths.of(settings, "postgres"))
+                return
             raise DevStackError(
-                f"postgres: runs as user {user!r}, who cannot reach {paths.data}; make every parent "
-                "directory searchable (chmod o+x) or use a data_dir elsewhere"
+                f"postgres: runs as user {user!r}, who cannot write {paths.data} ({_ancestry(paths.data)}); "
+                "make every parent directory searchable (chmod o+x) or use a data_dir elsewhere"
             )
     lock = paths.data / "postmaster.pid"
     if lock.exists():

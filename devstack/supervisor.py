@@ -437,6 +437,7 @@ async def _up_one(svc: Service, settings: Settings, deadline: float, deps: dict[
             paths.log.parent.mkdir(parents=True, exist_ok=True)  # prepare steps log there too
             if svc.prepare is not None:
                 await svc.prepare(settings, paths)
+                paths = Paths.of(settings, svc.name)  # a prepare hook may move the data (postgres)
             pid = _spawn(svc, settings, paths)
             detail = "started"
             await _wait_healthy(svc, settings, paths, pid, deadline)

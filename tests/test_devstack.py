@@ -272,6 +272,59 @@ async def test_start_failures_name_the_service_and_log(tmp_path: Path) -> None:
     assert "crasher" not in {s.name for s in devstack.services()}
 
 
+def _deny_by_acl(directory: Path, user: str) -> None:
+    """Give ``directory`` a POSIX access ACL that denies ``user`` everything while its
+    mode bits still read 0755 (the kernel's xattr format: version 2, then entries of
+    tag u16, perm u16, id u32; no setfacl needed)."""
+    import pwd
+    import struct
+
+    uid = pwd.getpwnam(user).pw_uid
+    entry = lambda tag, perm, id_=0xFFFFFFFF: struct.pack("<HHI", tag, perm, id_)  # noqa: E731
+    acl = (struct.pack("<I", 2) + entry(0x01, 7) + entry(0x02, 0, uid) + entry(0x04, 5)
+           + entry(0x10, 5) + entry(0x20, 5))
+    os.setxattr(directory, "system.posix_acl_access", acl)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL changes user only when started as root")
+async def test_postgres_moves_out_when_its_user_cannot_write_what_mode_bits_allow() -> None:
+    """CI once failed every stack test with "postgres ... cannot reach
+    /check/work/main/.ragstream-test/postgres": the parents' mode bits allowed the
+    server's user in, yet its write probe failed there.  Reproduced with an ACL that
+    denies that user while the bits say 0755: the data moves outside data_dir (the
+    same home as for a private parent), linked from data_dir/postgres, and a
+    restart finds it again."""
+    import asyncpg
+
+    from devstack import postgres as pg
+
+    parent = Path(tempfile.mkdtemp(prefix="ragstream-acl-", dir="/tmp"))
+    parent.chmod(0o755)
+    _deny_by_acl(parent, pg._pg_user())
+    port = _free_port_block(1)
+    settings = Settings(data_dir=parent / "data", pg_port=port,
+                        pg_dsn=f"postgresql://ragstream@127.0.0.1:{port}/ragstream")
+    link = settings.data_dir / "postgres"
+    home = pg._outside_home(link)
+    try:
+        assert devstack.Paths.of(settings, "postgres").data == link  # the bits say: reachable
+        await devstack.up_async(settings, names=["postgres"], timeout_s=60)
+        assert link.is_symlink() and link.resolve() == home
+        assert devstack.Paths.of(settings, "postgres").data == home
+        conn = await asyncpg.connect(settings.pg_dsn)
+        await conn.execute("create table kept (x int)")
+        await conn.close()
+        await asyncio.to_thread(devstack.down, settings, names=["postgres"], grace_s=5)
+        await devstack.up_async(settings, names=["postgres"], timeout_s=60)
+        conn = await asyncpg.connect(settings.pg_dsn)
+        assert await conn.fetchval("select to_regclass('kept') is not null")
+        await conn.close()
+    finally:
+        await asyncio.to_thread(devstack.down, settings, grace_s=5)
+        shutil.rmtree(parent, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="PostgreSQL changes user only when started as root")
 async def test_postgres_runs_when_data_dir_is_under_a_private_directory() -> None:
     """A CI checkout under a 0700 directory (seen: /check/work/main): the server's
