@@ -5,7 +5,7 @@ FROM python:3.11-slim-bookworm
 ENV DO_NOT_TRACK=1 PIP_NO_CACHE_DIR=1 PYTHONUNBUFFERED=1
 RUN apt-get update && apt-get install -y --no-install-recommends \
         libmagic1 tesseract-ocr tesseract-ocr-eng poppler-utils libreoffice-core libreoffice-writer \
-        libreoffice-calc libreoffice-impress libgl1 libglib2.0-0 \
+        libreoffice-calc libreoffice-impress libgl1 libglib2.0-0 bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY pyproject.toml README.md ./

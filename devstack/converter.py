@@ -7,10 +7,14 @@ uno``: Debian's ``python3-uno`` for ``/usr/bin/python3``, so it lives in its own
 ``.venv-uno`` (``--system-site-packages``; ``scripts/setup_uno_env.sh``).
 
 Ports (127.0.0.1): ``settings.converter_port`` (12003) XML-RPC, and
-``converter_port + 1`` for LibreOffice's UNO socket.  Profile and temp files live
-under ``{data_dir}/converter/``.  LibreOffice is unoserver's child in the same
-process group, so the dev stack's ``down`` stops both (SIGKILL: unoserver 3.7
-hangs on SIGTERM).  A conversion running past
+``converter_port + 1`` for LibreOffice's UNO socket.  The server runs in the
+converter sandbox (:mod:`stages.sandbox`: its own mount, PID and user namespaces, as
+the unprivileged ``ragstream-conv``; it shares the host network for the XML-RPC
+port), so its profile and temp files live in :func:`home`
+(``/var/tmp/ragstream-converter/<hash>``, reachable by that user) rather than
+``{data_dir}/converter/``; clients send documents by value.  ``down`` SIGKILLs the
+group (unoserver 3.7 hangs on SIGTERM); bwrap's ``--die-with-parent`` takes
+LibreOffice with it.  A conversion running past
 :data:`SERVER_CONVERSION_TIMEOUT_S` makes unoserver kill LibreOffice and exit (the
 service then shows unhealthy until the next ``up``).  Health: ``info()`` answers.
 
@@ -21,6 +25,8 @@ stages/office.py sends Calc types down the cold path.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import shutil
 import signal
 from pathlib import Path
 
@@ -31,6 +37,8 @@ DEFAULT_VENV = REPO_ROOT / ".venv-uno"
 SETUP_SCRIPT = REPO_ROOT / "scripts" / "setup_uno_env.sh"
 LOOPBACK = "127.0.0.1"
 SERVER_CONVERSION_TIMEOUT_S = 300
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-uno is for this interpreter
+SANDBOX_HOME_ROOT = Path("/var/tmp/ragstream-converter")
 
 
 class ConverterServiceError(RuntimeError):
@@ -51,12 +59,58 @@ def unoserver_bin(venv: Path = DEFAULT_VENV) -> Path:
     return binary
 
 
+def home(settings: Settings, default: Path) -> Path:
+    """Where the converter's profile and temp files live: ``default``
+    (``data_dir/converter``) when unsandboxed; in the sandbox
+    :data:`SANDBOX_HOME_ROOT`/<first 16 hex of sha256(default)>, a place its
+    unprivileged user can reach even when the checkout sits under a 0700 home."""
+    from stages import sandbox
+
+    if sandbox.mode() == "off":
+        return default
+    return SANDBOX_HOME_ROOT / hashlib.sha256(str(default).encode()).hexdigest()[:16]
+
+
 def server_argv(settings: Settings, data: Path, venv: Path = DEFAULT_VENV) -> list[str]:
-    """unoserver command line for ``settings`` with its profile/temp under ``data``."""
-    return [str(unoserver_bin(venv)), "--interface", LOOPBACK, "--port", str(settings.converter_port),
+    """unoserver command line for ``settings`` with its profile/temp under ``data``:
+    the venv's ``unoserver`` when unsandboxed; in the sandbox (:mod:`stages.sandbox`,
+    sharing the host network for its XML-RPC port, binding only ``data``) the system
+    ``python3`` (which has ``uno``) running the copy of the unoserver package that
+    :func:`prepare` puts in ``data/pylib``."""
+    from stages import sandbox
+
+    args = ["--interface", LOOPBACK, "--port", str(settings.converter_port),
             "--uno-interface", LOOPBACK, "--uno-port", str(settings.converter_port + 1),
             "--user-installation", str(data / "profile"), "--temp-dir", str(data / "tmp"),
             "--conversion-timeout", str(SERVER_CONVERSION_TIMEOUT_S)]
+    if sandbox.mode() == "off":
+        return [str(unoserver_bin(venv)), *args]
+    return sandbox.wrap([SYSTEM_PYTHON, "-m", "unoserver.server", *args], [data], network=True,
+                        env={"PYTHONPATH": str(data / "pylib")})
+
+
+def prepare_home(data: Path, venv: Path = DEFAULT_VENV) -> None:
+    """Fresh profile (links and macros blocked: :mod:`stages.office_profile`), an
+    empty temp dir (a killed server may have left documents there) and, in the sandbox, a copy of the venv's unoserver package, all owned by
+    the sandbox user."""
+    from stages import sandbox
+    from stages.office_profile import seed_profile
+
+    unoserver_bin(venv)
+    data.mkdir(parents=True, exist_ok=True)
+    if sandbox.mode() != "off":
+        data.parent.chmod(0o711)
+        data.chmod(0o700)
+    shutil.rmtree(data / "profile", ignore_errors=True)
+    seed_profile(data / "profile")
+    shutil.rmtree(data / "tmp", ignore_errors=True)  # a killed server's staged documents
+    (data / "tmp").mkdir(parents=True, exist_ok=True)
+    if sandbox.mode() != "off":
+        site = next((venv / "lib").glob("python3*/site-packages/unoserver")).parent
+        shutil.rmtree(data / "pylib", ignore_errors=True)
+        for part in [site / "unoserver", *site.glob("unoserver-*.dist-info")]:  # it reads its version
+            shutil.copytree(part, data / "pylib" / part.name, ignore=shutil.ignore_patterns("__pycache__"))
+        sandbox.give_to_sandbox(data)
 
 
 def _register_devstack() -> None:
@@ -66,8 +120,7 @@ def _register_devstack() -> None:
         return server_argv(settings, paths.data)
 
     async def prepare(settings: Settings, paths: Paths) -> None:
-        unoserver_bin()
-        (paths.data / "tmp").mkdir(parents=True, exist_ok=True)
+        prepare_home(paths.data)
 
     async def health(settings: Settings) -> None:
         from stages.office import probe_converter
@@ -83,6 +136,7 @@ def _register_devstack() -> None:
         ports=lambda s: [s.converter_port, s.converter_port + 1],
         endpoint=url,
         prepare=prepare,
+        home=home,
         env=lambda s: {"RAGSTREAM_CONVERTER_PORT": str(s.converter_port)},
         # unoserver 3.7 hangs in its SIGTERM handler (stop() joining the XML-RPC
         # thread) and was killed after the grace period every time; its state is

@@ -16,6 +16,11 @@ Two paths; :func:`convert_office` says which one ran (``Conversion.route``) and 
 group with a private ``-env:UserInstallation`` profile directory (concurrent
 conversions otherwise collide on the shared profile lock), and the whole group is
 killed when the time budget runs out.
+
+Both paths read nothing outside the document: links are stripped first
+(:mod:`stages.external_refs`), LibreOffice runs with a profile that blocks them
+(:mod:`stages.office_profile`) and inside a sandbox (:mod:`stages.sandbox`; the warm
+server is started in one by :mod:`devstack.converter` and gets the file by value).
 """
 from __future__ import annotations
 
@@ -32,7 +37,10 @@ import xmlrpc.client
 from dataclasses import dataclass
 from pathlib import Path
 
+from stages import sandbox
 from stages.errors import ConversionFailed, ConversionTimeout, CorruptDocument
+from stages.external_refs import strip_external_references
+from stages.office_profile import seed_profile
 
 log = logging.getLogger(__name__)
 
@@ -130,23 +138,18 @@ def convert_office(src: Path, out_dir: Path, filetype: str, timeout_s: float,
 
 def convert_warm(src: Path, out_dir: Path, filetype: str, timeout_s: float, url: str) -> Path:
     """Convert through unoserver's XML-RPC ``convert(inpath, indata, outpath, convert_to,
-    filtername, filter_options, update_index, infiltername, password)`` with file paths
-    (the server runs on this machine).  ``timeout_s`` bounds the whole call."""
+    filtername, filter_options, update_index, infiltername, password)`` by value: the
+    file's bytes go in, the PDF's bytes come back, so the server (sandboxed, see
+    :mod:`devstack.converter`) needs no access to the worker's files.  External
+    references are stripped first (:mod:`stages.external_refs`).  ``timeout_s``
+    bounds the whole call."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    # not TemporaryDirectory: after a client timeout the server may still write here
-    tmp_path = Path(tempfile.mkdtemp(prefix="unoserver-", dir=out_dir))
-    try:
-        tmp_path.chmod(0o755)
-        staged = tmp_path / f"input.{filetype}"
-        try:
-            os.link(src, staged)
-        except OSError:
-            shutil.copyfile(src, staged)
-        produced = tmp_path / "input.pdf"
+    with tempfile.TemporaryDirectory(prefix="unoserver-", dir=out_dir) as tmp:
+        staged = _without_links(src, filetype, Path(tmp))
         try:
             with _proxy(url, timeout_s) as proxy:
-                proxy.convert(str(staged.resolve()), None, str(produced.resolve()), None, None,
-                              [], False, None, None)
+                result = proxy.convert(None, xmlrpc.client.Binary(staged.read_bytes()), None, "pdf",
+                                       None, [], False, None, None)
         except (socket.timeout, TimeoutError):
             raise ConversionTimeout(
                 f"warm converter ({url}) did not convert the {filetype.upper()} within "
@@ -158,21 +161,32 @@ def convert_warm(src: Path, out_dir: Path, filetype: str, timeout_s: float, url:
         except (OSError, xmlrpc.client.Error, http.client.HTTPException) as e:
             raise ConversionFailed(f"warm converter ({url}) failed on the {filetype.upper()}",
                                    detail=repr(e)[:400]) from None
-        if not produced.exists() or produced.stat().st_size == 0:
-            raise CorruptDocument(f"warm converter wrote no PDF for the {filetype.upper()} file")
-        final = out_dir / f"{src.stem}.converted.pdf"
-        shutil.move(str(produced), final)
-        return final
-    finally:
-        shutil.rmtree(tmp_path, ignore_errors=True)
+    data = result.data if isinstance(result, xmlrpc.client.Binary) else b""
+    if not data:
+        raise CorruptDocument(f"warm converter wrote no PDF for the {filetype.upper()} file")
+    final = out_dir / f"{src.stem}.converted.pdf"
+    final.write_bytes(data)
+    return final
+
+
+def _without_links(src: Path, filetype: str, tmp: Path) -> Path:
+    """``src``, or a copy in ``tmp`` without its external references (logged)."""
+    path, removed = strip_external_references(src, filetype, tmp)
+    if removed:
+        log.warning("removed %d external reference(s) from %s before conversion: %s",
+                    len(removed), src.name, "; ".join(removed[:5]))
+    return path
 
 
 def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> Path:
     """Convert ``src`` (content type ``filetype``) to PDF inside ``out_dir`` with one
-    ``soffice --convert-to pdf`` run (the cold path).
+    ``soffice --convert-to pdf`` run (the cold path): external references stripped
+    (:mod:`stages.external_refs`), a fresh profile that blocks links and macros
+    (:mod:`stages.office_profile`), in the sandbox without network or access to
+    the worker's files (:mod:`stages.sandbox`).
 
     Args:
-        src: the Office file (any name; it is linked under a name with the right
+        src: the Office file (any name; it is copied under a name with the right
             extension so LibreOffice picks the right import filter).
         out_dir: writable directory that receives ``<stem>.converted.pdf``.
         filetype: detected type, e.g. ``"docx"``, ``"doc"``.
@@ -180,7 +194,8 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
     Returns:
         path of the PDF.
     Raises:
-        ConversionFailed: soffice not installed, non-zero exit, or no PDF written.
+        ConversionFailed: soffice not installed, non-zero exit, or no PDF written;
+            :class:`stages.sandbox.SandboxUnavailable` when the sandbox cannot run.
         ConversionTimeout: the budget ran out (the process group was killed).
         CorruptDocument: soffice exited cleanly but wrote no/empty PDF (it does this
             for files its filters cannot read).
@@ -190,19 +205,19 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
         raise ConversionFailed("LibreOffice (soffice) not installed; cannot convert "
                                f"{filetype.upper()} to PDF", permanent=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="soffice-", dir=out_dir) as tmp:
-        tmp_path = Path(tmp)
-        staged = tmp_path / f"input.{filetype}"
-        try:
-            os.link(src, staged)
-        except OSError:
-            shutil.copyfile(src, staged)
-        profile_dir = tmp_path / "profile"
-        cmd = [soffice, f"-env:UserInstallation={profile_dir.as_uri()}", "--headless",
-               "--norestore", "--nolockcheck", "--convert-to", "pdf", "--outdir", str(tmp_path),
-               str(staged)]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, env={**os.environ, "HOME": str(tmp_path)})
+    job = sandbox.job_dir()
+    try:
+        with tempfile.TemporaryDirectory(prefix="soffice-", dir=out_dir) as tmp:
+            staged = job / f"input.{filetype}"
+            shutil.copyfile(_without_links(src, filetype, Path(tmp)), staged)
+        profile_dir = job / "profile"
+        seed_profile(profile_dir)
+        sandbox.give_to_sandbox(job)
+        cmd = sandbox.wrap([soffice, f"-env:UserInstallation={profile_dir.as_uri()}", "--headless",
+                            "--norestore", "--nolockcheck", "--convert-to", "pdf", "--outdir", str(job),
+                            str(staged)], [job])
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=job,
+                                start_new_session=True, env={**os.environ, "HOME": str(job)})
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -211,7 +226,7 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
                                     f"after {timeout_s:g} s") from None
         finally:
             _kill_group(proc)  # soffice may leave helpers (oosplash) behind
-        produced = tmp_path / "input.pdf"
+        produced = job / "input.pdf"
         detail = output.decode("utf-8", "replace").strip()[-300:]
         if proc.returncode != 0:
             raise ConversionFailed(f"LibreOffice exited with {proc.returncode} converting "
@@ -220,8 +235,10 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
             raise CorruptDocument(f"LibreOffice could not read the {filetype.upper()} file "
                                   "(no PDF written)", detail=detail)
         final = out_dir / f"{src.stem}.converted.pdf"
-        shutil.move(str(produced), final)
+        shutil.copyfile(produced, final)
         return final
+    finally:
+        shutil.rmtree(job, ignore_errors=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -82,3 +83,58 @@ def test_no_converter_falls_back_cold(tmp_path: Path) -> None:
     docx = generate_samples(tmp_path / "in")[1]
     res = convert_office(docx, tmp_path / "out", "docx", 60, f"http://127.0.0.1:{free_port_block(2)}")
     assert res.route == "cold" and _pages(res.path) >= 1
+
+
+def test_warm_converter_is_sandboxed_and_reads_nothing_outside(converter: Settings, tmp_path: Path) -> None:
+    """The warm path gets the file's bytes (never a path of the worker's), converts in
+    unoserver's sandbox (its own mount namespace, the unprivileged user) with the
+    locked profile, after the links were stripped: the canary stays out, no request
+    reaches the listener (issue 24 kind 1; the warm sandbox shares the host network for
+    its XML-RPC port, so here the first two layers hold the line)."""
+    import http.server
+    import threading
+
+    from stages import sandbox
+    from tests.test_converter_isolation import CANARY_WORD, _Requests, _hostile_set, _pdf_text
+
+    if sandbox.mode() != "off":
+        pid = int(devstack.Paths.of(converter, "converter").pid.read_text())
+        children = subprocess.run(["pgrep", "-f", "soffice.bin"], capture_output=True, text=True).stdout.split()
+        ours = [c for c in children if _is_descendant(int(c), pid)]
+        assert ours, "no soffice.bin under the converter service"
+        for child in ours:
+            assert os.readlink(f"/proc/{child}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
+            if os.geteuid() == 0:
+                assert Path(f"/proc/{child}").stat().st_uid != 0  # not root outside the namespace
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Requests)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    canary.chmod(0o755)
+    (canary / "canary.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="900" height="120">'
+                                       f'<text x="10" y="60" font-size="36">{CANARY_WORD} x</text></svg>')
+    (canary / "canary.txt").write_text(f"{CANARY_WORD}\n")
+    shutil.copyfile(Path(__file__).parent / "data" / "hostile" / "ragstream-canary.svg", "/tmp/ragstream-canary.svg")
+    try:
+        _Requests.seen.clear()
+        for src, marker in _hostile_set(tmp_path, canary, server.server_port).items():
+            conv = convert_office(src, tmp_path / "out" / src.stem, src.suffix.lstrip("."), 60,
+                                  converter_service.url(converter))
+            text = _pdf_text(conv.path)
+            assert conv.route == "warm" and marker in text, src.name
+            assert CANARY_WORD not in text.replace(" ", "") and "CANARYSECRET" not in text, src.name
+        assert _Requests.seen == []
+    finally:
+        server.shutdown()
+
+
+def _is_descendant(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False

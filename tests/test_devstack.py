@@ -27,8 +27,12 @@ def _free_port_block(n: int) -> int:
     return free_port_block(n, extra_offsets=(3 + 8 + 10000,))
 
 
-def _stack_pids(data_dir: Path) -> list[int]:
-    """Live processes whose working directory is inside ``data_dir``."""
+def _stack_pids(settings: Settings) -> list[int]:
+    """Live processes whose working directory is inside ``data_dir`` or inside a
+    service's data directory placed outside it (the sandboxed converter's, PostgreSQL's
+    under a private parent)."""
+    roots = {str(settings.data_dir.resolve())} | {str(devstack.Paths.of(settings, svc.name).data)
+                                                  for svc in devstack.services()}
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -38,7 +42,7 @@ def _stack_pids(data_dir: Path) -> list[int]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if cwd.startswith(str(data_dir)) and state != "Z":
+        if any(cwd.startswith(root) for root in roots) and state != "Z":
             pids.append(int(entry.name))
     return pids
 
@@ -177,13 +181,13 @@ async def test_devstack_up_round_trips_down(stack_settings: Settings) -> None:
     assert {n: s.pid for n, s in again.items()} == {n: s.pid for n, s in started.items()}
     assert all(s.detail == "already running" for s in again.values())
 
-    pids = _stack_pids(settings.data_dir.resolve())
+    pids = _stack_pids(settings)
     assert set(st.pid for st in started.values()) <= set(pids)
 
     outcomes = await asyncio.to_thread(devstack.down, settings)
     cut_off = {name: outcome for name, outcome in outcomes.items() if outcome != "stopped"}
     assert not cut_off, f"not stopped gracefully: {cut_off} (all: {outcomes})"  # a str: never truncated
-    assert _stack_pids(settings.data_dir.resolve()) == []
+    assert _stack_pids(settings) == []
     assert not [pid for pid in pids if devstack.alive(pid)]
     assert not list((settings.data_dir / "run").glob("*.pid"))
 
