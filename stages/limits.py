@@ -23,6 +23,10 @@ RAGSTREAM_PARSE_MEMORY_MB      6144           address-space cap (RLIMIT_AS) of e
                                               process; 0 = none
 RAGSTREAM_PLAIN_TEXT_FAST_BYTES 1,000,000    a TXT file over this is partitioned by
                                               linear-time rules (stages/plain_text.py)
+RAGSTREAM_MAX_STREAM_DECODED_MB 512          what one PDF stream may decode to (measured
+                                              before any parser decodes it; a page with a
+                                              stream over it is emptied and reported:
+                                              stages/pdf_bombs.py)
 =============================  =============  ==============================================
 """
 from __future__ import annotations
@@ -42,6 +46,7 @@ DEFAULTS: dict[str, int] = {
     "max_part_mb": 512,
     "parse_memory_mb": 6144,
     "plain_text_fast_bytes": 1_000_000,
+    "max_stream_decoded_mb": 512,  # = max_part_mb; a 89 M-pixel CMYK image decodes to ~341 MiB
 }
 
 

@@ -93,6 +93,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 path, skipped = _checked_office(path, filetype, label, Path(tmp))
             if filetype == "pdf":
                 from stages.partition_pdf import partition_pdf_file
+                path, skipped = _defused_pdf(path, pages, Path(tmp))
                 elements = partition_pdf_file(path, profile, pages, filename or path.name)
             elif filetype in IMAGE_TYPES:
                 elements = _partition_image(path, label, profile, filename or path.name)
@@ -160,6 +161,27 @@ def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[P
     if filetype == "xlsx":
         check_xlsx(path)
     return without_dangling_relationships(path, tmp)
+
+
+def _defused_pdf(path: Path, pages: tuple[int, int] | None, tmp: Path) -> tuple[Path, list[str]]:
+    """The PDF with pages whose streams decode past ``max_stream_decoded_mb`` emptied,
+    and one reason per such page (``stages.pdf_bombs``).  Raises LimitExceeded when
+    every page of the range is such a page."""
+    from stages.pdf_bombs import defuse
+
+    first, last = pages or (1, 1 << 30)
+    defused, reasons, bombed = defuse(path, first, last, tmp)
+    if bombed:
+        log.warning("%s: %s", path.name, "; ".join(reasons))
+        if pages and len(bombed) == last - first + 1 or not pages and _pdf_pages(path) == len(bombed):
+            raise LimitExceeded("PDF " + "; ".join(reasons))
+    return defused, reasons
+
+
+def _pdf_pages(path: Path) -> int:
+    import pypdf
+
+    return len(pypdf.PdfReader(path, strict=False).pages)
 
 
 def split_long_elements(dicts: list[dict], max_chars: int) -> list[dict]:
