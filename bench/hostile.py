@@ -65,10 +65,22 @@ def case_files(folder: Path) -> list[Path]:
                   and not p.name.upper().startswith("README") and p.name != "expected.json")
 
 
-def load_expected(folder: Path, path: Optional[Path] = None) -> dict[str, str]:
+@dataclass(frozen=True)
+class Expectation:
+    """What one case must give: ``outcome`` ("completed" or a failure code), and for
+    a completed one the ``markers`` its indexed text must contain and the
+    ``forbidden`` words it must not (``../shared/cases/README.md``)."""
+
+    outcome: str
+    markers: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+
+
+def load_expected(folder: Path, path: Optional[Path] = None) -> dict[str, Expectation]:
     """``path`` (default: ``expected.json`` of ``folder``): file name or relative path →
-    "completed" or a code; ``{}`` when the default file is absent.  Raises ValueError
-    when it is not such a JSON object, FileNotFoundError for a given ``path`` missing."""
+    "completed", a code, or ``{"outcome": ..., "markers": [...], "forbidden": [...]}``;
+    ``{}`` when the default file is absent.  Raises ValueError when it is not such a
+    JSON object, FileNotFoundError for a given ``path`` missing."""
     if path is None:
         path = folder / "expected.json"
         if not path.exists():
@@ -76,9 +88,20 @@ def load_expected(folder: Path, path: Optional[Path] = None) -> dict[str, str]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such expectations file")
     data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ValueError(f"{path}: expected a JSON object of file name → \"completed\" or a code")
-    return data
+    bad = ValueError(f"{path}: expected a JSON object of file name → \"completed\", a code, or "
+                     "{\"outcome\", \"markers\", \"forbidden\"}")
+    if not isinstance(data, dict):
+        raise bad
+    out: dict[str, Expectation] = {}
+    for name, value in data.items():
+        if isinstance(value, str):
+            out[name] = Expectation(value)
+        elif isinstance(value, dict) and isinstance(value.get("outcome"), str):
+            out[name] = Expectation(value["outcome"], tuple(value.get("markers", ())),
+                                    tuple(value.get("forbidden", ())))
+        else:
+            raise bad
+    return out
 
 
 def verdict(status: str, code: Optional[str], chunks: int, expected: Optional[str]) -> bool:
@@ -89,6 +112,29 @@ def verdict(status: str, code: Optional[str], chunks: int, expected: Optional[st
     if expected == "completed":
         return completed
     return status == "FAILED" and code == expected
+
+
+def text_verdict(text: str, expectation: Optional[Expectation]) -> str:
+    """'' when ``text`` (a completed document's chunks) holds every marker and no
+    forbidden word of ``expectation``, else what is wrong."""
+    if expectation is None:
+        return ""
+    missing = [m for m in expectation.markers if m not in text]
+    leaked = [w for w in expectation.forbidden if w in text]
+    return "; ".join(filter(None, [f"missing {', '.join(missing)}" if missing else "",
+                                   f"forbidden {', '.join(leaked)}" if leaked else ""]))
+
+
+async def indexed_text(settings, project: str, document_id: str, version: int) -> str:
+    """The chunk texts of a completed document version (its ``processed/`` object)."""
+    import orjson
+
+    from adapters.object_keys import processed_key
+    from adapters.object_store import ObjectStore
+
+    async with ObjectStore(settings) as store:
+        body = orjson.loads(await store.get_bytes(processed_key(project, document_id, version)))
+    return "\n".join(c["text"] for c in body["chunks"])
 
 
 def pool_processes(root_pid: int) -> list[psutil.Process]:
@@ -159,7 +205,7 @@ class PeakSampler:
 
 
 def run_case(path: Path, *, project: str, worker_pid: int, timeout_s: float, cap_mb: float,
-             expected: Optional[str], settings) -> CaseResult:
+             expected: Optional[Expectation], settings) -> CaseResult:
     """Ingest ``path`` and follow it to its terminal status (see the module docstring)."""
     from cli.progress import ingest_and_follow
 
@@ -180,7 +226,13 @@ def run_case(path: Path, *, project: str, worker_pid: int, timeout_s: float, cap
         res.status, res.code, res.chunks = last.status, last.error_code or "", last.chunks_total
         if last.status == "FAILED" and last.error:
             res.note = "; ".join(filter(None, [res.note, last.error]))
-    res.ok = verdict(res.status, res.code or None, res.chunks, expected)
+    res.ok = verdict(res.status, res.code or None, res.chunks, expected.outcome if expected else None)
+    if res.ok and res.status == "COMPLETED" and expected and (expected.markers or expected.forbidden):
+        doc_id = outcome.results[0].document_id
+        text = asyncio.run(indexed_text(settings, project, doc_id, outcome.last[doc_id].version))
+        wrong = text_verdict(text, expected)
+        if wrong:
+            res.ok, res.note = False, "; ".join(filter(None, [res.note, wrong]))
     return res
 
 
