@@ -30,6 +30,7 @@ from pathlib import Path
 
 from stages.errors import EmptyDocument, EncryptedDocument, OCRUnavailable
 from stages.profiles import Profile
+from stages.tesseract import tesseract_available
 
 log = logging.getLogger(__name__)
 OCR_MIN_DPI = 200  # measured: 200 dpi gave the same text as 300 dpi in half the time
@@ -108,6 +109,7 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
     if all(s.blank for s in scans):
         raise EmptyDocument(f"PDF pages {_page_list([s.number for s in scans])} are blank "
                             "(no text layer, no images)")
+    garbled: list[int] = []
     with tempfile.TemporaryDirectory(prefix="ragstream-pdf-") as tmp:
         src = path if (first, last) == (1, total) else _subset(path, first, last, Path(tmp))
         elements, extra = [], {}
@@ -117,11 +119,17 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
             if profile.extract_tables and ocr_pages:
                 extra = _scanned_tables(path, ocr_pages, filename, languages)
         elif strategy != "ocr_only" and any(s.text_chars for s in scans):
-            elements = _fast(src, first, filename, languages)
+            elements, garbled = _readable_pages_only(_fast(src, first, filename, languages), first)
+            if garbled and strategy != "fast" and tesseract_available():
+                ocr_pages = sorted(set(ocr_pages) | set(garbled))
+            elif garbled:
+                log.warning("%s: text layer of page(s) %s is unmapped glyphs and OCR is off: not indexed",
+                            filename, _page_list(garbled))
         for el in elements:
             el.metadata.partition_strategy = "hi_res" if layout else "fast"
         if ocr_pages and not layout:
             elements += _ocr(path, ocr_pages, filename, languages, Path(tmp), profile.extract_tables)
+        garbled_ocr = bool(set(garbled) & set(ocr_pages))
     by_page: dict[int, list] = {}
     for el in elements:
         by_page.setdefault(el.metadata.page_number or first, []).append(el)
@@ -137,11 +145,27 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
         merged += merge_page_items(page_elements, items)
     for rest in by_page.values():  # page numbers outside the scan (should not happen)
         merged += rest
+    if not merged and garbled:
+        raise EmptyDocument(f"PDF text layer on page(s) {_page_list(garbled)} is unmapped glyphs "
+                            "(no ToUnicode: '(cid:N)') and " + ("OCR found no text there" if garbled_ocr
+                                                                else "OCR is not available or off"))
     if not merged:
         text_pages = [s.number for s in scans if s.text_chars]
         raise EmptyDocument(f"PDF text layer on pages {_page_list(text_pages)} yielded no elements" if text_pages
                             else f"OCR found no text on PDF page(s) {_page_list(ocr_pages)}")
     return assign_and_map_hash_ids(merged)
+
+
+def _readable_pages_only(elements: list, first: int) -> tuple[list, list[int]]:
+    """``(elements of readable pages, numbers of pages whose text layer is unmapped
+    glyphs)`` (``stages.glyph_garbage``); the second kind's elements are dropped."""
+    from stages.glyph_garbage import unreadable
+
+    by_page: dict[int, list] = {}
+    for el in elements:
+        by_page.setdefault(el.metadata.page_number or first, []).append(el)
+    garbled = sorted(n for n, els in by_page.items() if unreadable("\n".join(e.text or "" for e in els)))
+    return [el for el in elements if (el.metadata.page_number or first) not in garbled], garbled
 
 
 def _check_ocr(ocr_pages: list[int], scanned: int, strategy: str, profile_name: str) -> None:
