@@ -178,9 +178,10 @@ def _without_links(src: Path, filetype: str, tmp: Path) -> Path:
     return path
 
 
-def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> Path:
-    """Convert ``src`` (content type ``filetype``) to PDF inside ``out_dir`` with one
-    ``soffice --convert-to pdf`` run (the cold path): external references stripped
+def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float, target: str = "pdf") -> Path:
+    """Convert ``src`` (content type ``filetype``) to PDF (or ``target``, an extension
+    such as ``"xlsx"``: a round trip that recalculates) inside ``out_dir`` with one
+    ``soffice --convert-to`` run (the cold path): external references stripped
     (:mod:`stages.external_refs`), a fresh profile that blocks links and macros
     (:mod:`stages.office_profile`), in the sandbox without network or access to
     the worker's files (:mod:`stages.sandbox`).
@@ -188,7 +189,7 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
     Args:
         src: the Office file (any name; it is copied under a name with the right
             extension so LibreOffice picks the right import filter).
-        out_dir: writable directory that receives ``<stem>.converted.pdf``.
+        out_dir: writable directory that receives ``<stem>.converted.<target>``.
         filetype: detected type, e.g. ``"docx"``, ``"doc"``.
         timeout_s: wall-clock budget; the process group is killed after it.
     Returns:
@@ -212,10 +213,11 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
             shutil.copyfile(_without_links(src, filetype, Path(tmp)), staged)
         profile_dir = job / "profile"
         seed_profile(profile_dir)
+        (job / "out").mkdir()
         sandbox.give_to_sandbox(job)
         cmd = sandbox.wrap([soffice, f"-env:UserInstallation={profile_dir.as_uri()}", "--headless",
-                            "--norestore", "--nolockcheck", "--convert-to", "pdf", "--outdir", str(job),
-                            str(staged)], [job])
+                            "--norestore", "--nolockcheck", "--convert-to", target, "--outdir",
+                            str(job / "out"), str(staged)], [job])
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=job,
                                 start_new_session=True, env={**os.environ, "HOME": str(job)})
         try:
@@ -226,15 +228,15 @@ def convert_cold(src: Path, out_dir: Path, filetype: str, timeout_s: float) -> P
                                     f"after {timeout_s:g} s") from None
         finally:
             _kill_group(proc)  # soffice may leave helpers (oosplash) behind
-        produced = job / "input.pdf"
+        produced = job / "out" / f"input.{target}"
         detail = output.decode("utf-8", "replace").strip()[-300:]
         if proc.returncode != 0:
             raise ConversionFailed(f"LibreOffice exited with {proc.returncode} converting "
                                    f"{filetype.upper()}", detail=detail)
         if not produced.exists() or produced.stat().st_size == 0:
             raise CorruptDocument(f"LibreOffice could not read the {filetype.upper()} file "
-                                  "(no PDF written)", detail=detail)
-        final = out_dir / f"{src.stem}.converted.pdf"
+                                  f"(no {target.upper()} written)", detail=detail)
+        final = out_dir / f"{src.stem}.converted.{target}"
         shutil.copyfile(produced, final)
         return final
     finally:

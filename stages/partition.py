@@ -160,7 +160,13 @@ def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[P
     check_zip_parts(path, label)
     if filetype == "xlsx":
         check_xlsx(path)
-    return without_dangling_relationships(path, tmp)
+    path, missing = without_dangling_relationships(path, tmp)
+    if filetype == "xlsx":
+        from stages.xlsx_formulas import with_values
+        path, note = with_values(path, tmp / "recalc")
+        if note:
+            log.info("%s", note)
+    return path, missing
 
 
 def _defused_pdf(path: Path, pages: tuple[int, int] | None, tmp: Path) -> tuple[Path, list[str]]:
