@@ -364,3 +364,35 @@ def test_big_plain_text_takes_the_linear_path(tmp_path, monkeypatch):
         ("ListItem", "a bulleted point"),
         ("NarrativeText", "Closing words here.")]
     assert elements[0]["metadata"]["filename"] == "notes.txt"
+
+
+SECOND_SET = ("R1-docx-tracked-changes.docx", "R2-docx-content-controls.docx", "R4-tiff-two-pages.tif",
+              "R5-pptx-speaker-notes.pptx", "R7-csv-300k-field.csv", "R8-utf16le-no-bom.txt",
+              "R10-pdf-nested-flate-bomb-64GiB.pdf", "R11-odt-linked-local-images.odt",
+              "R13-docx-gridspan-1e9.docx")
+
+
+@pytest.mark.integration
+def test_second_set_through_the_pipeline(stack, worker, project):
+    """Every handed file of the second set (copies in tests/data/hostile) through the
+    pipeline: COMPLETED, each README marker in the indexed chunks, no forbidden word
+    (the expectations of ``ragstream bench hostile``, bench/hostile_expected.json)."""
+    import shutil
+
+    from bench.hostile import load_expected, text_verdict
+
+    expected = load_expected(DATA, Path(__file__).resolve().parents[1] / "bench" / "hostile_expected.json")
+    shutil.copyfile(DATA / "ragstream-canary.svg", "/tmp/ragstream-canary.svg")  # what R11 links
+    outcome = ingest([DATA / n for n in SECOND_SET], project)
+    assert not outcome.timed_out
+    wrong = {}
+    for r in outcome.results:
+        event = outcome.last[r.document_id]
+        if event.status != "COMPLETED":
+            wrong[r.path.name] = f"{event.status} {event.error}"
+            continue
+        verdict = text_verdict(run(_processed_text(stack, project, r.document_id)), expected[r.path.name])
+        if verdict:
+            wrong[r.path.name] = verdict
+    assert not wrong, wrong
+    assert worker.poll() is None
