@@ -22,7 +22,7 @@ from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, OCRUnava
                            UnsupportedType)
 from stages.limits import (check_count, check_image_header, check_pixels, limit,  # noqa: F401
                            out_of_memory)
-from stages import charsets, html_depth, nlp_limits, parser_options, text_hygiene, xml_depth
+from stages import charsets, docx_rewrite, html_depth, nlp_limits, parser_options, text_hygiene, xml_depth
 from stages.office_repair import without_dangling_relationships
 from stages.parse_errors import as_document_error
 from stages.parser_options import check_zip_parts
@@ -155,8 +155,9 @@ def _prepare_libraries() -> None:
 
 
 def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[Path, list[str]]:
-    """Size checks of an Office package before parsing, and a copy without relationships
-    to missing parts: ``(package to parse, missing part names)``."""
+    """Size checks of an Office package before parsing, then a copy without relationships
+    to missing parts and, for DOCX, with revisions accepted, content controls unwrapped
+    and spans clamped (``stages.docx_rewrite``): ``(package to parse, missing part names)``."""
     check_zip_parts(path, label)
     if filetype == "xlsx":
         check_xlsx(path)
@@ -166,6 +167,8 @@ def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[P
         path, note = with_values(path, tmp / "recalc")
         if note:
             log.info("%s", note)
+    if filetype == "docx":
+        path = docx_rewrite.rewritten(path, tmp)
     return path, missing
 
 
