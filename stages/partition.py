@@ -12,6 +12,7 @@ reason; zero elements from a non-empty file is always an error.
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 import zipfile
 from pathlib import Path
@@ -80,6 +81,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
     element texts longer than ``RAGSTREAM_MAX_ELEMENT_CHARS`` are split into pieces.
     """
     path = Path(path)
+    name = filename or path.name  # before ``path`` becomes a repaired or transcoded copy
     if path.stat().st_size == 0:
         raise EmptyDocument("zero-byte file")
     offline_nlp.ensure_offline_nlp()
@@ -93,21 +95,22 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 path, skipped = _checked_office(path, filetype, label, Path(tmp))
             if filetype == "pdf":
                 from stages.partition_pdf import partition_pdf_file
-                elements = partition_pdf_file(path, profile, pages, filename or path.name)
+                elements = partition_pdf_file(path, profile, pages, name)
             elif filetype in IMAGE_TYPES:
-                elements = _partition_image(path, label, profile, filename or path.name)
+                elements = _partition_image(path, label, profile, name)
             elif filetype in NATIVE:
+                if filetype in TEXT_TYPES:
+                    path = utf8_copy(path, Path(tmp), filetype)
                 if filetype in ("csv", "tsv"):
                     from stages.sheet_size import check_delimited
                     check_delimited(path, "\t" if filetype == "tsv" else ",")
-                    path = utf8_copy(path, Path(tmp))
                 if filetype == "xml":
                     path = xml_depth.flatten(path, Path(tmp))
-                elements = _partition_native(path, filetype, profile, filename or path.name)
+                elements = _partition_native(path, filetype, profile, name)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":
                     from stages.office_images import ocr_embedded_images
-                    elements = ocr_embedded_images(path, filetype, filename or path.name,
+                    elements = ocr_embedded_images(path, filetype, name,
                                                    list(profile.ocr_languages))
             else:
                 raise UnsupportedType(f"no partitioner for {label} files")
@@ -218,17 +221,38 @@ def _plain(value):
     return str(value)
 
 
-def utf8_copy(path: Path, tmp: Path) -> Path:
-    """``path`` itself when it is valid UTF-8, else a UTF-8 copy in ``tmp`` decoded by
+#: types whose bytes are text a parser decodes itself: given to it as UTF-8
+TEXT_TYPES = ("txt", "md", "csv", "tsv", "html", "xml")
+_XML_ENCODING = re.compile(r"""^(\ufeff?\s*<\?xml[^>]*?\bencoding\s*=\s*)(["'])[^"']*\2""")
+
+
+def utf8_copy(path: Path, tmp: Path, filetype: str = "csv") -> Path:
+    """``path`` itself, or a UTF-8 copy in ``tmp`` when a parser would misread it.
+
+    UTF-32 or UTF-16 text (with or without a byte-order mark,
+    ``charsets.sniff_unicode``) of any of :data:`TEXT_TYPES` is transcoded (an XML
+    declaration's ``encoding`` then says UTF-8; an HTML one is read as UTF-8 anyway,
+    ``charsets.decode_html``).  A CSV/TSV that is not valid UTF-8 is decoded by
     ``charsets.decode_fallback`` (a guessed charset, else U+FFFD for bad bytes): a
     delimited file in a legacy charset or with stray bytes (e.g. an encoded lone
-    surrogate) is text, not "corrupt"."""
+    surrogate) is text, not "corrupt".  Other types keep their own charset handling.
+    """
+    with open(path, "rb") as fh:
+        unicode = charsets.sniff_unicode(fh.read(charsets.SNIFF_BYTES))
+    out = tmp / ("utf8-" + path.name)
+    if unicode not in (None, "utf-8-sig"):
+        text = path.read_bytes().decode(unicode, errors="replace").lstrip("\ufeff")
+        if filetype == "xml":
+            text = _XML_ENCODING.sub(r"\1\2UTF-8\2", text, count=1)
+        out.write_text(text, encoding="utf-8")
+        return out
+    if filetype not in ("csv", "tsv"):
+        return path
     data = path.read_bytes()
     try:
         data.decode("utf-8")
         return path
     except UnicodeDecodeError:
-        out = tmp / ("utf8-" + path.name)
         out.write_text(charsets.decode_fallback(data), encoding="utf-8")
         return out
 
