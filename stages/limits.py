@@ -23,6 +23,11 @@ RAGSTREAM_PARSE_MEMORY_MB      6144           address-space cap (RLIMIT_AS) of e
                                               process; 0 = none
 RAGSTREAM_PLAIN_TEXT_FAST_BYTES 1,000,000    a TXT file over this is partitioned by
                                               linear-time rules (stages/plain_text.py)
+RAGSTREAM_MAX_FIELD_CHARS      10,485,760     characters of one CSV/TSV field (Python's csv
+                                              module stops at 131,072 by default;
+                                              unstructured's own CSV reader allows 10 MiB)
+RAGSTREAM_MAX_IMAGE_FRAMES     1,000          frames (pages) of one image file, each OCR'd
+                                              as a page; counted before any decode
 =============================  =============  ==============================================
 """
 from __future__ import annotations
@@ -42,6 +47,8 @@ DEFAULTS: dict[str, int] = {
     "max_part_mb": 512,
     "parse_memory_mb": 6144,
     "plain_text_fast_bytes": 1_000_000,
+    "max_field_chars": 10 * 1_048_576,  # = unstructured.partition.csv.CSV_FIELD_LIMIT
+    "max_image_frames": 1_000,
 }
 
 

@@ -104,6 +104,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 if filetype in ("csv", "tsv"):
                     from stages.sheet_size import check_delimited
                     check_delimited(path, "\t" if filetype == "tsv" else ",")
+                    _csv_field_limit()
                 if filetype == "xml":
                     path = xml_depth.flatten(path, Path(tmp))
                 elements = _partition_native(path, filetype, profile, name)
@@ -156,6 +157,16 @@ def _prepare_libraries() -> None:
     Image.MAX_IMAGE_PIXELS = limit("max_image_pixels") or None
 
 
+def _csv_field_limit() -> None:
+    """unstructured's CSV reader sets Python's csv field limit to its own constant before
+    reading (sniffing, pandas' python engine): make that constant ours."""
+    import sys
+
+    import unstructured.partition.csv as unstructured_csv
+
+    unstructured_csv.CSV_FIELD_LIMIT = limit("max_field_chars") or sys.maxsize
+
+
 def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[Path, list[str]]:
     """Size checks of an Office package before parsing, and a copy without relationships
     to missing parts: ``(package to parse, missing part names)``."""
@@ -169,14 +180,25 @@ def split_long_elements(dicts: list[dict], max_chars: int) -> list[dict]:
     """Element dicts with every ``text`` longer than ``max_chars`` split into consecutive
     pieces of at most ``max_chars`` (at a whitespace when one lies in the second half
     of a piece); each piece keeps the metadata, its id is ``{element_id}-{n}``.
-    Tables (whose HTML belongs to the whole) are kept whole."""
+    A long Table is cut by ``stages.table_split.pack_table``: groups of rows under the
+    first row, each piece with its own ``text_as_html`` (none for the plain-text
+    pieces of a cell too long for one piece)."""
+    from stages.table_split import pack_table
+
     if not max_chars:
         return dicts
     out: list[dict] = []
     for d in dicts:
         text = d.get("text") or ""
-        if len(text) <= max_chars or d.get("type") == "Table":
+        if len(text) <= max_chars:
             out.append(d)
+            continue
+        if d.get("type") == "Table":
+            pieces = pack_table((d.get("metadata") or {}).get("text_as_html"), text, max_chars)
+            for n, p in enumerate(pieces):
+                meta = {k: v for k, v in (d.get("metadata") or {}).items() if k != "text_as_html"}
+                out.append({**d, "element_id": f"{d.get('element_id')}-{n}", "text": p.text,
+                            "metadata": meta | ({"text_as_html": p.html} if p.html else {})})
             continue
         for n, piece in enumerate(_pieces(text, max_chars)):
             out.append({**d, "element_id": f"{d.get('element_id')}-{n}", "text": piece,
