@@ -85,18 +85,33 @@ def out_of_memory(label: str) -> OutOfMemory:
     return OutOfMemory(f"out of memory: {label} parse exceeded {where}")  # permanent: the same bytes hit the same cap
 
 
+def check_frame_count(frames: int, label: str) -> None:
+    """Raise LimitExceeded when an image file has ``frames`` frames (pages), more than
+    ``max_image_frames``; ``label`` names the file (e.g. ``"TIFF"``)."""
+    cap = limit("max_image_frames")
+    if cap and frames > cap:
+        raise LimitExceeded(f"{label} image has more than {cap:,} frames, limit {cap:,} "
+                            "(RAGSTREAM_MAX_IMAGE_FRAMES)")
+
+
 def check_image_header(path: Path, label: str) -> None:
-    """Raise TooLarge when an image file's header says it is over the pixel limit (read
-    without decoding; every frame of a multi-frame file is checked)."""
+    """Raise TooLarge when an image file's header says it is over the pixel limit, or
+    it has more frames than ``max_image_frames`` (read without decoding pixels; every
+    frame is checked, counted by seeking, which stops at the limit)."""
     from PIL import Image as PILImage
 
     bomb_limit, PILImage.MAX_IMAGE_PIXELS = PILImage.MAX_IMAGE_PIXELS, None  # header only: no decode
     try:
         with PILImage.open(path) as image:
-            for frame in range(getattr(image, "n_frames", 1)):
-                if frame:
-                    image.seek(frame)
+            frame = 0
+            while True:
+                check_frame_count(frame + 1, label)
                 check_pixels(*image.size, what=f"{label} image" + (f" frame {frame + 1}" if frame else ""))
+                frame += 1
+                try:
+                    image.seek(frame)
+                except EOFError:
+                    break
     except (TooLarge, DocumentError):
         raise
     except Exception:  # noqa: BLE001 - unreadable headers are reported by the parser

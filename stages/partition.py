@@ -19,7 +19,7 @@ from pathlib import Path
 
 from stages import offline_nlp  # noqa: F401  (sets DO_NOT_TRACK before unstructured loads)
 from stages.deadline import DeadlineExceeded, deadline
-from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, OCRUnavailable, TooLarge,
+from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, TooLarge,
                            UnsupportedType)
 from stages.limits import (check_count, check_image_header, check_pixels, limit,  # noqa: F401
                            out_of_memory)
@@ -97,7 +97,8 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 from stages.partition_pdf import partition_pdf_file
                 elements = partition_pdf_file(path, profile, pages, name)
             elif filetype in IMAGE_TYPES:
-                elements = _partition_image(path, label, profile, name)
+                from stages.partition_image import partition_image_file
+                elements = partition_image_file(path, label, profile, name, Path(tmp))
             elif filetype in NATIVE:
                 if filetype in TEXT_TYPES:
                     path = utf8_copy(path, Path(tmp), filetype)
@@ -292,61 +293,6 @@ def _partition_native(path: Path, filetype: str, profile: Profile, filename: str
         return partition_plain_text(path, filename, list(profile.ocr_languages))
     # HTML (files, e-mail bodies, Markdown) is decoded and flattened in stages.html_depth.install
     return fn(filename=str(path), metadata_filename=filename, languages=list(profile.ocr_languages), **extra)
-
-
-def _partition_image(path: Path, label: str, profile: Profile, filename: str) -> list:
-    check_image_header(path, label)
-    if profile.strategy == "fast":
-        raise OCRUnavailable(f"{label} image needs OCR but profile '{profile.name}' uses strategy 'fast'")
-    if not tesseract_available():
-        raise OCRUnavailable(f"{label} image needs OCR and tesseract is not installed")
-    from unstructured.partition.image import partition_image
-
-    elements = partition_image(filename=str(path), strategy="ocr_only", metadata_filename=filename,
-                               languages=list(profile.ocr_languages))
-    if profile.extract_tables and elements:
-        elements = _image_tables(path, elements, filename, list(profile.ocr_languages))
-    for el in elements:
-        el.metadata.partition_strategy = "ocr_only"
-    return elements
-
-
-def _image_tables(path: Path, elements: list, filename: str, languages: list[str]) -> list:
-    """Ruled tables recovered from a single-frame image (``stages.table_ocr``) and
-    horizontal-rules-only tables (``stages.rule_tables``) replace the OCR lines they
-    cover; on any error the OCR elements are kept as they are."""
-    from PIL import Image as PILImage
-
-    from stages.pdf_extras import merge_page_items
-    from stages.rule_tables import image_tables, keep_text_outside
-    from stages.table_ocr import recover_tables, table_elements
-
-    try:
-        with PILImage.open(path) as image:
-            if getattr(image, "n_frames", 1) > 1:
-                return elements  # multi-page TIFF: page mapping left to unstructured
-            dpi = float((image.info.get("dpi") or (0, 0))[0] or 0)
-            dpi = dpi if 100 <= dpi <= 600 else 200.0  # unknown or screen resolution: assume a scan
-            image.load()
-            found = recover_tables(image, dpi, languages)
-            size = image.size
-            meta = dict(page_number=elements[0].metadata.page_number or 1, filename=filename,
-                        filetype=elements[0].metadata.filetype)
-            items = table_elements(found, size[0], size[1], languages=languages, **meta)
-            try:
-                items += image_tables(image, dpi, languages, existing=[t.box for t in found], **meta)
-            except Exception as exc:  # noqa: BLE001 - rule-only tables are a bonus too
-                log.warning("rule-table recovery failed on image %s: %s", filename, exc)
-    except Exception as exc:  # noqa: BLE001 - tables are a bonus, the OCR text is not
-        log.warning("table recovery failed on image %s: %s", filename, exc)
-        return elements
-    if not items:
-        return elements
-    try:
-        elements = keep_text_outside(elements, items[len(found):], image, dpi, languages)
-    except Exception as exc:  # noqa: BLE001
-        log.warning("caption recovery failed on image %s: %s", filename, exc)
-    return merge_page_items(elements, items)
 
 
 def _empty_reason(path: Path, filetype: str) -> str:
