@@ -64,8 +64,10 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             element ids); defaults to ``path.name``.
     Returns:
         ``element.to_dict()`` dicts: ``type``, ``element_id``, ``text``, ``metadata``
-        (``page_number`` ≥ 1 for PDFs/images/PPTX, ``text_as_html`` on Tables,
-        ``image_base64`` on PDF Images, ``coordinates``, ``filename``, ...).
+        (``page_number`` ≥ 1 for PDFs/images/PPTX — frame n of an image is page n —
+        ``text_as_html`` on Tables, ``image_base64`` on PDF Images, ``speaker_notes``
+        True on a PPTX slide's notes (``stages.slide_notes``), ``coordinates``,
+        ``filename``, ...).
     Raises:
         EmptyDocument: zero bytes, or no elements from a non-empty file.
         OCRUnavailable: scanned pages / images while tesseract is missing (or the
@@ -114,6 +116,9 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                     from stages.office_images import ocr_embedded_images
                     elements = ocr_embedded_images(path, filetype, name,
                                                    list(profile.ocr_languages))
+                if filetype == "pptx":
+                    from stages.slide_notes import with_speaker_notes
+                    elements = with_speaker_notes(elements, path, name)
             else:
                 raise UnsupportedType(f"no partitioner for {label} files")
         except DocumentError:
