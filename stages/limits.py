@@ -28,6 +28,9 @@ RAGSTREAM_MAX_FIELD_CHARS      10,485,760     characters of one CSV/TSV field (P
                                               unstructured's own CSV reader allows 10 MiB)
 RAGSTREAM_MAX_IMAGE_FRAMES     1,000          frames (pages) of one image file, each OCR'd
                                               as a page; counted before any decode
+RAGSTREAM_MAX_EMAIL_DEPTH      3              levels of attachments opened inside an e-mail
+                                              (a forwarded message's attachments are level 2);
+                                              deeper ones are skipped and named, not failed
 =============================  =============  ==============================================
 """
 from __future__ import annotations
@@ -49,6 +52,7 @@ DEFAULTS: dict[str, int] = {
     "plain_text_fast_bytes": 1_000_000,
     "max_field_chars": 10 * 1_048_576,  # = unstructured.partition.csv.CSV_FIELD_LIMIT
     "max_image_frames": 1_000,
+    "max_email_depth": 3,
 }
 
 

@@ -45,7 +45,7 @@ NATIVE = {  # filetype -> (module, function, extra kwargs)
     "txt": ("unstructured.partition.text", "partition_text", {}),
     "csv": ("unstructured.partition.csv", "partition_csv", {"infer_table_structure": True}),
     "tsv": ("unstructured.partition.tsv", "partition_tsv", {}),
-    "eml": ("unstructured.partition.email", "partition_email", {}),
+    "eml": ("unstructured.partition.email", "partition_email", {"process_attachments": False}),
 }
 
 
@@ -67,7 +67,10 @@ def partition_file(path: Path, filetype: str, profile: Profile,
         (``page_number`` ≥ 1 for PDFs/images/PPTX — frame n of an image is page n —
         ``text_as_html`` on Tables, ``image_base64`` on PDF Images, ``speaker_notes``
         True on a PPTX slide's notes (``stages.slide_notes``), ``coordinates``,
-        ``filename``, ...).
+        ``filename``, ...).  An e-mail's attachments and forwarded messages follow its
+        body, partitioned as uploads (``stages.email_attachments``; ``filename`` theirs,
+        ``attached_to_filename`` the message's); ``skipped_parts`` names the Office
+        parts missing and the attachments that failed or lay too deep, with reasons.
     Raises:
         EmptyDocument: zero bytes, or no elements from a non-empty file.
         OCRUnavailable: scanned pages / images while tesseract is missing (or the
@@ -90,6 +93,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
     _prepare_libraries()
     label = filetype.upper()
     skipped: list[str] = []
+    attached: list[dict] = []  # element dicts of an e-mail's attachments (stages.email_attachments)
     with deadline(profile.timeout_s, f"partitioning {label} timed out after {profile.timeout_s:g} s"), \
             tempfile.TemporaryDirectory(prefix="ragstream-parse-") as tmp:
         try:
@@ -119,6 +123,10 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 if filetype == "pptx":
                     from stages.slide_notes import with_speaker_notes
                     elements = with_speaker_notes(elements, path, name)
+                if filetype == "eml":
+                    from stages.email_attachments import attachment_elements
+                    attached, skipped = attachment_elements(
+                        path, name, Path(tmp), lambda p, t, n: _attachment(p, t, n, profile, Path(tmp)))
             else:
                 raise UnsupportedType(f"no partitioner for {label} files")
         except DocumentError:
@@ -135,11 +143,12 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             if type(exc).__name__ == "DecompressionBombError":  # PIL, on a decode we did not pre-check
                 raise LimitExceeded(f"{label} holds an image over the pixel limit: {exc}") from exc
             raise as_document_error(exc, label) from exc
-        if not _has_content(elements):  # nothing, or only PageBreaks / empty text
-            raise EmptyDocument(_empty_reason(path, filetype))
-    check_count(len(elements), "max_elements", "elements")
+        if not _has_content(elements) and not attached:  # nothing, or only PageBreaks / empty text
+            raise EmptyDocument(_empty_reason(path, filetype)
+                                + (f"; attachments skipped: {'; '.join(skipped)}" if skipped else ""))
+    check_count(len(elements) + len(attached), "max_elements", "elements")
     dicts = split_long_elements(clean_elements([_plain(e.to_dict()) for e in elements]),
-                                limit("max_element_chars"))
+                                limit("max_element_chars")) + attached
     check_count(len(dicts), "max_elements", "elements")
     for d in dicts:
         if filename:
@@ -147,6 +156,18 @@ def partition_file(path: Path, filetype: str, profile: Profile,
         if skipped:
             d["metadata"]["skipped_parts"] = skipped
     return dicts
+
+
+def _attachment(path: Path, filetype: str | None, name: str, profile: Profile, tmp: Path) -> list[dict]:
+    """Element dicts of one e-mail attachment saved at ``path``: normalized first (type
+    detected, Office converted, PDF repaired, profile's types and size enforced) unless
+    its ``filetype`` is known (a forwarded message), then partitioned as ``name``."""
+    if filetype is None:
+        from stages.normalize import normalize_file
+
+        norm = normalize_file(path, tmp / f"{path.name}.work", profile)
+        path, filetype = norm.path, norm.filetype
+    return partition_file(path, filetype, profile, filename=name)
 
 
 def _prepare_libraries() -> None:
