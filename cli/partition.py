@@ -2,8 +2,8 @@
 
 Runs the same blocking stage functions the agents run (normalize, then partition),
 without Kafka.  Each line: ``type``, ``element_id``, ``page_number``, ``text`` and, for
-tables, ``text_as_html`` (``--full`` prints unstructured's whole element dict,
-image payloads included).  A file that cannot be parsed prints ``error: <reason>``
+tables, ``text_as_html``, for a slide's speaker notes ``speaker_notes: true``
+(``--full`` prints unstructured's whole element dict, image payloads included).  A file that cannot be parsed prints ``error: <reason>``
 on stderr and exits with status 1 (2 for a bad option).
 """
 from __future__ import annotations
@@ -28,6 +28,8 @@ def _line(element: dict, full: bool) -> str:
         out["text_as_html"] = meta["text_as_html"]
     if meta.get("image_mime_type"):
         out["image_mime_type"] = meta["image_mime_type"]
+    if meta.get("speaker_notes"):
+        out["speaker_notes"] = True
     return json.dumps(out, ensure_ascii=False)
 
 

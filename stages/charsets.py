@@ -118,10 +118,86 @@ def _search(name: str) -> codecs.CodecInfo | None:
     return _builtin(target)
 
 
+#: byte-order marks, longest first (UTF-32LE's starts with UTF-16LE's)
+UNICODE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                (codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
+                (codecs.BOM_UTF16_BE, "utf-16"))
+SNIFF_BYTES = 64 * 1024  # how much of the data :func:`sniff_unicode` reads
+MIN_ZERO_SHARE = 0.10  # of code units whose high byte(s) are zero: Latin-script text has ~100 %,
+#                        Cyrillic or Greek ~15 % (spaces, digits, punctuation); ASCII/UTF-8 text 0
+MAX_BAD_SHARE = 0.01  # of decoded characters that are controls, unassigned or private use
+
+
+def sniff_unicode(data: bytes) -> str | None:
+    """The Python codec of ``data`` when it is UTF-32 or UTF-16, with or without a
+    byte-order mark, or UTF-8 with one; None otherwise (plain UTF-8, legacy charsets,
+    binary).
+
+    A BOM decides alone (``"utf-32"``, ``"utf-16"``, ``"utf-8-sig"``).  Without one,
+    the first :data:`SNIFF_BYTES` bytes are read as code units of 4 and 2 bytes in each
+    byte order: a candidate needs at least :data:`MIN_ZERO_SHARE` of its units with a
+    zero high part (UTF-32: every unit's top byte zero) and at most
+    :data:`MAX_BAD_SHARE` units that are zero altogether, then a strict decode (a unit
+    cut by the sample's end is allowed) with at most :data:`MAX_BAD_SHARE` control,
+    unassigned or private-use characters.  UTF-16 text in a script with no zero bytes
+    at all (Chinese, say) is not recognised: nothing tells it apart from an 8-bit
+    charset.
+    """
+    for bom, name in UNICODE_BOMS:
+        if data.startswith(bom):
+            return name
+    sample = data[:SNIFF_BYTES]
+    for unit, codec in ((4, "utf-32-le"), (4, "utf-32-be"), (2, "utf-16-le"), (2, "utf-16-be")):
+        usable = sample[: len(sample) - len(sample) % unit]
+        if len(usable) < 2 * unit or not _zero_pattern(usable, unit, codec.endswith("le")):
+            continue
+        text = _strict_prefix(usable, codec)
+        if text and _bad_share(text) <= MAX_BAD_SHARE:
+            return codec
+    return None
+
+
+def _zero_pattern(data: bytes, unit: int, little: bool) -> bool:
+    """True when ``data``'s ``unit``-byte code units look like text in that byte order:
+    enough units with a zero high part, almost no units that are zero altogether."""
+    from array import array
+
+    units = len(data) // unit
+    if unit == 4:  # code points stop at U+10FFFF: the top byte is always zero
+        top, second = (data[3::4], data[1::4]) if little else (data[0::4], data[2::4])
+        high_zero = second.count(0) if top.count(0) == units else 0
+    else:
+        high_zero = (data[1::2] if little else data[0::2]).count(0)
+    all_zero = array("I" if unit == 4 else "H", data).count(0)
+    return high_zero >= MIN_ZERO_SHARE * units and all_zero <= MAX_BAD_SHARE * units
+
+
+def _strict_prefix(data: bytes, codec: str) -> str | None:
+    """``data`` decoded strictly, allowing only a unit (or surrogate pair) cut at the end."""
+    try:
+        return data.decode(codec)
+    except UnicodeDecodeError as exc:
+        if exc.start < len(data) - 4:
+            return None
+        return data[: exc.start].decode(codec, errors="replace")
+
+
+def _bad_share(text: str) -> float:
+    import unicodedata
+
+    bad = sum(1 for c in text if c not in "\t\n\r\f\v"
+              and unicodedata.category(c) in ("Cc", "Cn", "Co", "Cs"))
+    return bad / max(1, len(text))
+
+
 def decode_fallback(data: bytes) -> str:
-    """``data`` decoded without a usable declared charset: strict UTF-8 when it is
-    valid, else charset-normalizer's best guess, else UTF-8 with U+FFFD replacements.
-    Never raises."""
+    """``data`` decoded without a usable declared charset: UTF-32/UTF-16 when
+    :func:`sniff_unicode` finds it (with or without a byte-order mark), else strict
+    UTF-8 when it is valid, else charset-normalizer's best guess, else UTF-8 with
+    U+FFFD replacements.  Never raises."""
+    unicode = sniff_unicode(data)
+    if unicode:
+        return data.decode(unicode, errors="replace")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -148,7 +224,6 @@ def decode(data: bytes, charset: str | None, errors: str = "replace") -> str:
     return decode_fallback(data)
 
 
-_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
 _META = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:()+-]+)""", re.IGNORECASE)
 
 
@@ -161,12 +236,18 @@ def declared_html_charset(data: bytes) -> str | None:
 
 
 def decode_html(data: bytes) -> str:
-    """An HTML document's bytes as text: a BOM wins, then the declared charset (with the
-    aliases above), then :func:`decode_fallback` for a missing or unknown one."""
-    for bom, name in _BOMS:
-        if data.startswith(bom):
-            return data.decode(name, errors="replace")
-    return decode(data, declared_html_charset(data))
+    """An HTML document's bytes as text: a BOM or UTF-32/UTF-16 content wins
+    (:func:`sniff_unicode`), then the declared charset (with the aliases above; a
+    declared UTF-16 or UTF-32 means UTF-8 there, as the WHATWG prescan rules, since the
+    declaration was readable as ASCII), then :func:`decode_fallback` for a missing or
+    unknown one."""
+    unicode = sniff_unicode(data)
+    if unicode:
+        return data.decode(unicode, errors="replace")
+    declared = declared_html_charset(data)
+    if declared and re.match(r"(?i)(x-)?(utf|ucs)-?(16|32|2|4)", declared.strip()):
+        declared = "utf-8"
+    return decode(data, declared)
 
 
 def _email_text(part, errors: str = "replace") -> str:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import magic
 
+from stages.charsets import sniff_unicode
+
 HEAD_BYTES = 64 * 1024
 
 MIME = {
@@ -161,8 +163,9 @@ _MD_WEAK = [re.compile(p, re.M) for p in (
 
 
 def _decode(head: bytes) -> str | None:
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return head.decode("utf-16", "replace")
+    unicode = sniff_unicode(head)  # UTF-32/16 with or without a BOM (NUL bytes are theirs)
+    if unicode:
+        return head.decode(unicode, "replace")
     if b"\x00" in head:
         return None
     try:

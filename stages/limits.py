@@ -27,6 +27,14 @@ RAGSTREAM_MAX_STREAM_DECODED_MB 512          what one PDF stream may decode to (
                                               before any parser decodes it; a page with a
                                               stream over it is emptied and reported:
                                               stages/pdf_bombs.py)
+RAGSTREAM_MAX_FIELD_CHARS      10,485,760     characters of one CSV/TSV field (Python's csv
+                                              module stops at 131,072 by default;
+                                              unstructured's own CSV reader allows 10 MiB)
+RAGSTREAM_MAX_IMAGE_FRAMES     1,000          frames (pages) of one image file, each OCR'd
+                                              as a page; counted before any decode
+RAGSTREAM_MAX_EMAIL_DEPTH      3              levels of attachments opened inside an e-mail
+                                              (a forwarded message's attachments are level 2);
+                                              deeper ones are skipped and named, not failed
 =============================  =============  ==============================================
 """
 from __future__ import annotations
@@ -47,6 +55,9 @@ DEFAULTS: dict[str, int] = {
     "parse_memory_mb": 6144,
     "plain_text_fast_bytes": 1_000_000,
     "max_stream_decoded_mb": 512,  # = max_part_mb; a 89 M-pixel CMYK image decodes to ~341 MiB
+    "max_field_chars": 10 * 1_048_576,  # = unstructured.partition.csv.CSV_FIELD_LIMIT
+    "max_image_frames": 1_000,
+    "max_email_depth": 3,
 }
 
 
@@ -83,18 +94,33 @@ def out_of_memory(label: str) -> OutOfMemory:
     return OutOfMemory(f"out of memory: {label} parse exceeded {where}")  # permanent: the same bytes hit the same cap
 
 
+def check_frame_count(frames: int, label: str) -> None:
+    """Raise LimitExceeded when an image file has ``frames`` frames (pages), more than
+    ``max_image_frames``; ``label`` names the file (e.g. ``"TIFF"``)."""
+    cap = limit("max_image_frames")
+    if cap and frames > cap:
+        raise LimitExceeded(f"{label} image has more than {cap:,} frames, limit {cap:,} "
+                            "(RAGSTREAM_MAX_IMAGE_FRAMES)")
+
+
 def check_image_header(path: Path, label: str) -> None:
-    """Raise TooLarge when an image file's header says it is over the pixel limit (read
-    without decoding; every frame of a multi-frame file is checked)."""
+    """Raise TooLarge when an image file's header says it is over the pixel limit, or
+    it has more frames than ``max_image_frames`` (read without decoding pixels; every
+    frame is checked, counted by seeking, which stops at the limit)."""
     from PIL import Image as PILImage
 
     bomb_limit, PILImage.MAX_IMAGE_PIXELS = PILImage.MAX_IMAGE_PIXELS, None  # header only: no decode
     try:
         with PILImage.open(path) as image:
-            for frame in range(getattr(image, "n_frames", 1)):
-                if frame:
-                    image.seek(frame)
+            frame = 0
+            while True:
+                check_frame_count(frame + 1, label)
                 check_pixels(*image.size, what=f"{label} image" + (f" frame {frame + 1}" if frame else ""))
+                frame += 1
+                try:
+                    image.seek(frame)
+                except EOFError:
+                    break
     except (TooLarge, DocumentError):
         raise
     except Exception:  # noqa: BLE001 - unreadable headers are reported by the parser

@@ -4,7 +4,8 @@ A PPTX of scanned slides or a DOCX holding a photographed page partitions native
 to zero elements (../shared/DESIGN.md: a peer pipeline produced zero chunks for an image-only
 PPTX).  When tesseract is installed, ``ocr_embedded_images`` OCRs each embedded
 picture (PPTX: per slide, with the slide number as page number; DOCX/XLSX: every
-image under ``*/media/``) with unstructured's ``ocr_only`` image partitioner.  Each
+image under ``*/media/``) with unstructured's ``ocr_only`` image partitioner, every
+frame of it and turned upright by its EXIF orientation (``stages.image_frames``).  Each
 picture's size is read from its header first: one over ``RAGSTREAM_MAX_IMAGE_PIXELS``
 fails the document (LimitExceeded) before anything decodes it.
 """
@@ -56,6 +57,9 @@ def ocr_embedded_images(path: Path, filetype: str, filename: str, languages: lis
         pictures = _pptx_pictures(path) if filetype == "pptx" else _media(path)
     finally:
         PILImage.MAX_IMAGE_PIXELS = bomb_limit
+    from stages.image_frames import upright_frames
+    from stages.limits import check_image_header
+
     elements = []
     with tempfile.TemporaryDirectory(prefix="ragstream-media-") as tmp:
         for i, (page, ext, blob) in enumerate(pictures):
@@ -63,13 +67,16 @@ def ocr_embedded_images(path: Path, filetype: str, filename: str, languages: lis
                 continue
             image = Path(tmp) / f"image-{i}{ext}"
             image.write_bytes(blob)
-            from stages.limits import check_image_header
-
-            check_image_header(image, f"{filetype.upper()} embedded {ext[1:].upper()}")
-            els = partition_image(filename=str(image), strategy="ocr_only", metadata_filename=filename,
-                                  languages=languages, starting_page_number=page or 1)
-            for el in els:
-                if page is None:
-                    el.metadata.page_number = None
-            elements += els
+            label = f"{filetype.upper()} embedded {ext[1:].upper()}"
+            check_image_header(image, label)
+            frames = Path(tmp) / f"frames-{i}"
+            frames.mkdir()
+            for _, frame in upright_frames(image, label, frames):  # every frame, upright
+                els = partition_image(filename=str(frame), strategy="ocr_only", metadata_filename=filename,
+                                      languages=languages, starting_page_number=page or 1)
+                for el in els:
+                    if page is None:
+                        el.metadata.page_number = None
+                elements += els
+            image.unlink()
     return elements

@@ -12,13 +12,14 @@ reason; zero elements from a non-empty file is always an error.
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 import zipfile
 from pathlib import Path
 
 from stages import offline_nlp  # noqa: F401  (sets DO_NOT_TRACK before unstructured loads)
 from stages.deadline import DeadlineExceeded, deadline
-from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, OCRUnavailable, TooLarge,
+from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, TooLarge,
                            UnsupportedType)
 from stages.limits import (check_count, check_image_header, check_pixels, limit,  # noqa: F401
                            out_of_memory)
@@ -44,7 +45,7 @@ NATIVE = {  # filetype -> (module, function, extra kwargs)
     "txt": ("unstructured.partition.text", "partition_text", {}),
     "csv": ("unstructured.partition.csv", "partition_csv", {"infer_table_structure": True}),
     "tsv": ("unstructured.partition.tsv", "partition_tsv", {}),
-    "eml": ("unstructured.partition.email", "partition_email", {}),
+    "eml": ("unstructured.partition.email", "partition_email", {"process_attachments": False}),
 }
 
 
@@ -63,8 +64,13 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             element ids); defaults to ``path.name``.
     Returns:
         ``element.to_dict()`` dicts: ``type``, ``element_id``, ``text``, ``metadata``
-        (``page_number`` ≥ 1 for PDFs/images/PPTX, ``text_as_html`` on Tables,
-        ``image_base64`` on PDF Images, ``coordinates``, ``filename``, ...).
+        (``page_number`` ≥ 1 for PDFs/images/PPTX — frame n of an image is page n —
+        ``text_as_html`` on Tables, ``image_base64`` on PDF Images, ``speaker_notes``
+        True on a PPTX slide's notes (``stages.slide_notes``), ``coordinates``,
+        ``filename``, ...).  An e-mail's attachments and forwarded messages follow its
+        body, partitioned as uploads (``stages.email_attachments``; ``filename`` theirs,
+        ``attached_to_filename`` the message's); ``skipped_parts`` names the Office
+        parts missing and the attachments that failed or lay too deep, with reasons.
     Raises:
         EmptyDocument: zero bytes, or no elements from a non-empty file.
         OCRUnavailable: scanned pages / images while tesseract is missing (or the
@@ -80,12 +86,14 @@ def partition_file(path: Path, filetype: str, profile: Profile,
     element texts longer than ``RAGSTREAM_MAX_ELEMENT_CHARS`` are split into pieces.
     """
     path = Path(path)
+    name = filename or path.name  # before ``path`` becomes a repaired or transcoded copy
     if path.stat().st_size == 0:
         raise EmptyDocument("zero-byte file")
     offline_nlp.ensure_offline_nlp()
     _prepare_libraries()
     label = filetype.upper()
     skipped: list[str] = []
+    attached: list[dict] = []  # element dicts of an e-mail's attachments (stages.email_attachments)
     with deadline(profile.timeout_s, f"partitioning {label} timed out after {profile.timeout_s:g} s"), \
             tempfile.TemporaryDirectory(prefix="ragstream-parse-") as tmp:
         try:
@@ -94,22 +102,32 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             if filetype == "pdf":
                 from stages.partition_pdf import partition_pdf_file
                 path, skipped = _defused_pdf(path, pages, Path(tmp))
-                elements = partition_pdf_file(path, profile, pages, filename or path.name)
+                elements = partition_pdf_file(path, profile, pages, name)
             elif filetype in IMAGE_TYPES:
-                elements = _partition_image(path, label, profile, filename or path.name)
+                from stages.partition_image import partition_image_file
+                elements = partition_image_file(path, label, profile, name, Path(tmp))
             elif filetype in NATIVE:
+                if filetype in TEXT_TYPES:
+                    path = utf8_copy(path, Path(tmp), filetype)
                 if filetype in ("csv", "tsv"):
                     from stages.sheet_size import check_delimited
                     check_delimited(path, "\t" if filetype == "tsv" else ",")
-                    path = utf8_copy(path, Path(tmp))
+                    _csv_field_limit()
                 if filetype == "xml":
                     path = xml_depth.flatten(path, Path(tmp))
-                elements = _partition_native(path, filetype, profile, filename or path.name)
+                elements = _partition_native(path, filetype, profile, name)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":
                     from stages.office_images import ocr_embedded_images
-                    elements = ocr_embedded_images(path, filetype, filename or path.name,
+                    elements = ocr_embedded_images(path, filetype, name,
                                                    list(profile.ocr_languages))
+                if filetype == "pptx":
+                    from stages.slide_notes import with_speaker_notes
+                    elements = with_speaker_notes(elements, path, name)
+                if filetype == "eml":
+                    from stages.email_attachments import attachment_elements
+                    attached, skipped = attachment_elements(
+                        path, name, Path(tmp), lambda p, t, n: _attachment(p, t, n, profile, Path(tmp)))
             else:
                 raise UnsupportedType(f"no partitioner for {label} files")
         except DocumentError:
@@ -126,11 +144,12 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             if type(exc).__name__ == "DecompressionBombError":  # PIL, on a decode we did not pre-check
                 raise LimitExceeded(f"{label} holds an image over the pixel limit: {exc}") from exc
             raise as_document_error(exc, label) from exc
-        if not _has_content(elements):  # nothing, or only PageBreaks / empty text
-            raise EmptyDocument(_empty_reason(path, filetype))
-    check_count(len(elements), "max_elements", "elements")
+        if not _has_content(elements) and not attached:  # nothing, or only PageBreaks / empty text
+            raise EmptyDocument(_empty_reason(path, filetype)
+                                + (f"; attachments skipped: {'; '.join(skipped)}" if skipped else ""))
+    check_count(len(elements) + len(attached), "max_elements", "elements")
     dicts = split_long_elements(clean_elements([_plain(e.to_dict()) for e in elements]),
-                                limit("max_element_chars"))
+                                limit("max_element_chars")) + attached
     check_count(len(dicts), "max_elements", "elements")
     for d in dicts:
         if filename:
@@ -138,6 +157,18 @@ def partition_file(path: Path, filetype: str, profile: Profile,
         if skipped:
             d["metadata"]["skipped_parts"] = skipped
     return dicts
+
+
+def _attachment(path: Path, filetype: str | None, name: str, profile: Profile, tmp: Path) -> list[dict]:
+    """Element dicts of one e-mail attachment saved at ``path``: normalized first (type
+    detected, Office converted, PDF repaired, profile's types and size enforced) unless
+    its ``filetype`` is known (a forwarded message), then partitioned as ``name``."""
+    if filetype is None:
+        from stages.normalize import normalize_file
+
+        norm = normalize_file(path, tmp / f"{path.name}.work", profile)
+        path, filetype = norm.path, norm.filetype
+    return partition_file(path, filetype, profile, filename=name)
 
 
 def _prepare_libraries() -> None:
@@ -152,6 +183,16 @@ def _prepare_libraries() -> None:
     # a decode we did not check first (an image inside a document) fails as
     # DecompressionBombError at twice this; the checks below use the limit itself
     Image.MAX_IMAGE_PIXELS = limit("max_image_pixels") or None
+
+
+def _csv_field_limit() -> None:
+    """unstructured's CSV reader sets Python's csv field limit to its own constant before
+    reading (sniffing, pandas' python engine): make that constant ours."""
+    import sys
+
+    import unstructured.partition.csv as unstructured_csv
+
+    unstructured_csv.CSV_FIELD_LIMIT = limit("max_field_chars") or sys.maxsize
 
 
 def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[Path, list[str]]:
@@ -197,14 +238,25 @@ def split_long_elements(dicts: list[dict], max_chars: int) -> list[dict]:
     """Element dicts with every ``text`` longer than ``max_chars`` split into consecutive
     pieces of at most ``max_chars`` (at a whitespace when one lies in the second half
     of a piece); each piece keeps the metadata, its id is ``{element_id}-{n}``.
-    Tables (whose HTML belongs to the whole) are kept whole."""
+    A long Table is cut by ``stages.table_split.pack_table``: groups of rows under the
+    first row, each piece with its own ``text_as_html`` (none for the plain-text
+    pieces of a cell too long for one piece)."""
+    from stages.table_split import pack_table
+
     if not max_chars:
         return dicts
     out: list[dict] = []
     for d in dicts:
         text = d.get("text") or ""
-        if len(text) <= max_chars or d.get("type") == "Table":
+        if len(text) <= max_chars:
             out.append(d)
+            continue
+        if d.get("type") == "Table":
+            pieces = pack_table((d.get("metadata") or {}).get("text_as_html"), text, max_chars)
+            for n, p in enumerate(pieces):
+                meta = {k: v for k, v in (d.get("metadata") or {}).items() if k != "text_as_html"}
+                out.append({**d, "element_id": f"{d.get('element_id')}-{n}", "text": p.text,
+                            "metadata": meta | ({"text_as_html": p.html} if p.html else {})})
             continue
         for n, piece in enumerate(_pieces(text, max_chars)):
             out.append({**d, "element_id": f"{d.get('element_id')}-{n}", "text": piece,
@@ -249,17 +301,38 @@ def _plain(value):
     return str(value)
 
 
-def utf8_copy(path: Path, tmp: Path) -> Path:
-    """``path`` itself when it is valid UTF-8, else a UTF-8 copy in ``tmp`` decoded by
+#: types whose bytes are text a parser decodes itself: given to it as UTF-8
+TEXT_TYPES = ("txt", "md", "csv", "tsv", "html", "xml")
+_XML_ENCODING = re.compile(r"""^(\ufeff?\s*<\?xml[^>]*?\bencoding\s*=\s*)(["'])[^"']*\2""")
+
+
+def utf8_copy(path: Path, tmp: Path, filetype: str = "csv") -> Path:
+    """``path`` itself, or a UTF-8 copy in ``tmp`` when a parser would misread it.
+
+    UTF-32 or UTF-16 text (with or without a byte-order mark,
+    ``charsets.sniff_unicode``) of any of :data:`TEXT_TYPES` is transcoded (an XML
+    declaration's ``encoding`` then says UTF-8; an HTML one is read as UTF-8 anyway,
+    ``charsets.decode_html``).  A CSV/TSV that is not valid UTF-8 is decoded by
     ``charsets.decode_fallback`` (a guessed charset, else U+FFFD for bad bytes): a
     delimited file in a legacy charset or with stray bytes (e.g. an encoded lone
-    surrogate) is text, not "corrupt"."""
+    surrogate) is text, not "corrupt".  Other types keep their own charset handling.
+    """
+    with open(path, "rb") as fh:
+        unicode = charsets.sniff_unicode(fh.read(charsets.SNIFF_BYTES))
+    out = tmp / ("utf8-" + path.name)
+    if unicode not in (None, "utf-8-sig"):
+        text = path.read_bytes().decode(unicode, errors="replace").lstrip("\ufeff")
+        if filetype == "xml":
+            text = _XML_ENCODING.sub(r"\1\2UTF-8\2", text, count=1)
+        out.write_text(text, encoding="utf-8")
+        return out
+    if filetype not in ("csv", "tsv"):
+        return path
     data = path.read_bytes()
     try:
         data.decode("utf-8")
         return path
     except UnicodeDecodeError:
-        out = tmp / ("utf8-" + path.name)
         out.write_text(charsets.decode_fallback(data), encoding="utf-8")
         return out
 
@@ -277,61 +350,6 @@ def _partition_native(path: Path, filetype: str, profile: Profile, filename: str
         return partition_plain_text(path, filename, list(profile.ocr_languages))
     # HTML (files, e-mail bodies, Markdown) is decoded and flattened in stages.html_depth.install
     return fn(filename=str(path), metadata_filename=filename, languages=list(profile.ocr_languages), **extra)
-
-
-def _partition_image(path: Path, label: str, profile: Profile, filename: str) -> list:
-    check_image_header(path, label)
-    if profile.strategy == "fast":
-        raise OCRUnavailable(f"{label} image needs OCR but profile '{profile.name}' uses strategy 'fast'")
-    if not tesseract_available():
-        raise OCRUnavailable(f"{label} image needs OCR and tesseract is not installed")
-    from unstructured.partition.image import partition_image
-
-    elements = partition_image(filename=str(path), strategy="ocr_only", metadata_filename=filename,
-                               languages=list(profile.ocr_languages))
-    if profile.extract_tables and elements:
-        elements = _image_tables(path, elements, filename, list(profile.ocr_languages))
-    for el in elements:
-        el.metadata.partition_strategy = "ocr_only"
-    return elements
-
-
-def _image_tables(path: Path, elements: list, filename: str, languages: list[str]) -> list:
-    """Ruled tables recovered from a single-frame image (``stages.table_ocr``) and
-    horizontal-rules-only tables (``stages.rule_tables``) replace the OCR lines they
-    cover; on any error the OCR elements are kept as they are."""
-    from PIL import Image as PILImage
-
-    from stages.pdf_extras import merge_page_items
-    from stages.rule_tables import image_tables, keep_text_outside
-    from stages.table_ocr import recover_tables, table_elements
-
-    try:
-        with PILImage.open(path) as image:
-            if getattr(image, "n_frames", 1) > 1:
-                return elements  # multi-page TIFF: page mapping left to unstructured
-            dpi = float((image.info.get("dpi") or (0, 0))[0] or 0)
-            dpi = dpi if 100 <= dpi <= 600 else 200.0  # unknown or screen resolution: assume a scan
-            image.load()
-            found = recover_tables(image, dpi, languages)
-            size = image.size
-            meta = dict(page_number=elements[0].metadata.page_number or 1, filename=filename,
-                        filetype=elements[0].metadata.filetype)
-            items = table_elements(found, size[0], size[1], languages=languages, **meta)
-            try:
-                items += image_tables(image, dpi, languages, existing=[t.box for t in found], **meta)
-            except Exception as exc:  # noqa: BLE001 - rule-only tables are a bonus too
-                log.warning("rule-table recovery failed on image %s: %s", filename, exc)
-    except Exception as exc:  # noqa: BLE001 - tables are a bonus, the OCR text is not
-        log.warning("table recovery failed on image %s: %s", filename, exc)
-        return elements
-    if not items:
-        return elements
-    try:
-        elements = keep_text_outside(elements, items[len(found):], image, dpi, languages)
-    except Exception as exc:  # noqa: BLE001
-        log.warning("caption recovery failed on image %s: %s", filename, exc)
-    return merge_page_items(elements, items)
 
 
 def _empty_reason(path: Path, filetype: str) -> str:

@@ -88,19 +88,36 @@ def check_xlsx(path: Path) -> None:
 
 
 def check_delimited(path: Path, delimiter: str = ",") -> None:
-    """Raise LimitExceeded when a CSV/TSV at ``path`` spans more than
-    ``RAGSTREAM_MAX_SHEET_CELLS`` cells (rows × widest row), read as a stream before
-    the dense DataFrame load."""
-    import csv
+    """Raise LimitExceeded when a CSV/TSV at ``path`` (UTF-8) spans more than
+    ``RAGSTREAM_MAX_SHEET_CELLS`` cells (rows × widest row), or one of its fields holds
+    more than ``RAGSTREAM_MAX_FIELD_CHARS`` characters; read as a stream before the
+    dense DataFrame load.
 
-    cap = limit("max_sheet_cells")
-    if not cap:
-        return
+    Python's ``csv`` module refuses fields over 131,072 characters by default (a valid
+    file with one long quoted field failed as "the CSV parser failed"); the reader here
+    accepts up to the field limit instead and restores the process's setting after.
+    Other ``csv.Error`` s propagate (the caller reports them as a parse failure).
+    """
+    import csv
+    import sys
+
+    cap, field_cap = limit("max_sheet_cells"), limit("max_field_chars")
     rows = cols = 0
-    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-        for row in csv.reader(fh, delimiter=delimiter):
-            rows, cols = rows + 1, max(cols, len(row))
-            if rows * cols > cap:
-                raise LimitExceeded(f"sheet too large: {path.suffix[1:].upper() or 'CSV'} spans at least "
-                                    f"{rows:,} rows × {cols:,} columns = {rows * cols:,} cells, limit {cap:,} "
-                                    "(RAGSTREAM_MAX_SHEET_CELLS)")
+    label = path.suffix[1:].upper() or "CSV"
+    previous = csv.field_size_limit(field_cap or sys.maxsize)  # 0: no limit, as for the others
+    try:
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            for row in csv.reader(fh, delimiter=delimiter):
+                rows, cols = rows + 1, max(cols, len(row))
+                if cap and rows * cols > cap:
+                    raise LimitExceeded(f"sheet too large: {label} spans at least "
+                                        f"{rows:,} rows × {cols:,} columns = {rows * cols:,} cells, "
+                                        f"limit {cap:,} (RAGSTREAM_MAX_SHEET_CELLS)")
+    except csv.Error as exc:
+        if "field larger than field limit" not in str(exc):
+            raise
+        raise LimitExceeded(f"{label} field too long: a field of row {rows + 1:,} holds over "
+                            f"{field_cap:,} characters, limit {field_cap:,} "
+                            "(RAGSTREAM_MAX_FIELD_CHARS)") from None
+    finally:
+        csv.field_size_limit(previous)

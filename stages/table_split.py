@@ -10,6 +10,10 @@ A row too big for a piece on its own (wide tables, long cells) is split into gro
 of columns, each a two-row table (those header cells, that row's cells); a single
 cell that still does not fit, or a table without parsable rows, becomes plain text
 pieces (``html`` None, embedded as they are) cut by :func:`stages.split.split_text`.
+
+:func:`pack_table` cuts the same way by text length alone, in linear time: the
+partition stage's bound on one element (``RAGSTREAM_MAX_ELEMENT_CHARS``), applied to a
+table of any size before the chunk stage's finer, token-counted split.
 """
 from __future__ import annotations
 
@@ -136,4 +140,88 @@ def _split_row(head: list, row: list, fits: Fits) -> list[TablePiece]:
             current = []
     if current:
         pieces.append(group(current))
+    return pieces
+
+
+def pack_table(table_html: Optional[str], fallback_text: str, max_chars: int) -> list[TablePiece]:
+    """Pieces of one table whose ``text`` is at most ``max_chars`` characters, in time
+    linear in the table's size (the partition stage's bound on one element).
+
+    A table whose ``fallback_text`` fits is ``[TablePiece(table_html, fallback_text)]``.
+    Otherwise body rows are packed greedily by their text length into HTML tables
+    headed by the first row; a row too long on its own becomes groups of its cells
+    (two-row tables, header cells over row cells), and a cell still too long (a
+    170 KB quoted CSV field, say) becomes plain text pieces (``html`` None) of
+    ``"column: value"`` cut by :func:`stages.split.split_text`.  Without parsable rows,
+    or with a first row longer than half a piece, ``fallback_text`` is cut as plain text.
+    Every cell's text lands in exactly one piece, in document order.
+    """
+    def fits(s: str) -> bool:
+        return len(s) <= max_chars
+
+    if fits(fallback_text):
+        return [TablePiece(table_html, fallback_text)]
+    rows = _rows(table_html) if table_html else []
+    head_text = _text(_cells(rows[0])) if rows else ""
+    if len(rows) < 2 or len(head_text) > max_chars // 2:
+        return [TablePiece(None, p) for p in split_text(fallback_text, fits)]
+    header = _cells(rows[0])
+    head_html = _html(rows[0])
+    pieces: list[TablePiece] = []
+    group: list[tuple[str, str]] = []  # (row html, row text)
+
+    def flush() -> None:
+        if group:
+            pieces.append(TablePiece(_table(head_html, *(h for h, _ in group)),
+                                     "\n".join([head_text] + [t for _, t in group])))
+            group.clear()
+
+    size = len(head_text)
+    for tr in rows[1:]:
+        text = _text(_cells(tr))
+        if group and size + 1 + len(text) > max_chars:
+            flush()
+            size = len(head_text)
+        if len(head_text) + 1 + len(text) <= max_chars:
+            group.append((_html(tr), text))
+            size += 1 + len(text)
+        else:
+            flush()
+            pieces += _pack_row(header, _cells(tr), max_chars)
+    flush()
+    return pieces
+
+
+def _pack_row(head: list, row: list, max_chars: int) -> list[TablePiece]:
+    """One long row as groups of cells (greedy by text length), a cell that does not
+    fit alone as plain text pieces labelled with its column."""
+    pieces: list[TablePiece] = []
+    group: list[int] = []
+    sizes = [0, 0]  # characters of the group's header line and row line, spaces included
+
+    def flush() -> None:
+        if group:
+            h = "<tr>" + "".join(_html(head[i]) if i < len(head) else "<th></th>" for i in group) + "</tr>"
+            r = "<tr>" + "".join(_html(row[i]) for i in group) + "</tr>"
+            pieces.append(TablePiece(_table(h, r), _text([head[i] for i in group if i < len(head)],
+                                                         [row[i] for i in group])))
+            group.clear()
+            sizes[:] = [0, 0]
+
+    for i, cell in enumerate(row):
+        label = cell_text(head[i]) if i < len(head) else ""
+        value = cell_text(cell)
+        grown = [sizes[0] + bool(sizes[0] and label) + len(label), sizes[1] + bool(sizes[1] and value) + len(value)]
+        if grown[0] + 1 + grown[1] <= max_chars:
+            group.append(i)
+            sizes[:] = grown
+            continue
+        flush()
+        if len(label) + 1 + len(value) <= max_chars:
+            group.append(i)
+            sizes[:] = [len(label), len(value)]
+        else:
+            text = f"{label}: {value}" if label else value
+            pieces += [TablePiece(None, p) for p in split_text(text, lambda s: len(s) <= max_chars)]
+    flush()
     return pieces

@@ -145,7 +145,9 @@ class Settings(BaseSettings):
     # rendered page, checked before decoding; cells a spreadsheet sheet spans;
     # elements and chunks per document; element texts split into pieces of this many
     # characters; uncompressed MiB of one Office part; address-space cap (MiB) of each
-    # parse process (RLIMIT_AS, 0 = none; measured peaks: hi_res PDF 2.4 GiB, OCR 3.4 GiB)
+    # parse process (RLIMIT_AS, 0 = none; measured peaks: hi_res PDF 2.4 GiB, OCR 3.4 GiB);
+    # characters of one CSV/TSV field; frames (pages) of one image file, each OCR'd;
+    # levels of attachments opened inside an e-mail (deeper ones are skipped, named)
     max_image_pixels: int = 89_478_485
     max_sheet_cells: int = 5_000_000
     max_elements: int = 200_000
@@ -153,6 +155,9 @@ class Settings(BaseSettings):
     max_element_chars: int = 20_000
     max_part_mb: int = 512
     parse_memory_mb: int = 6144
+    max_field_chars: int = 10_485_760
+    max_image_frames: int = 1_000
+    max_email_depth: int = 3
     # a TXT file over this many bytes is partitioned by linear-time paragraph rules
     # (stages/plain_text.py) instead of unstructured's per-paragraph NLP
     plain_text_fast_bytes: int = 1_000_000
