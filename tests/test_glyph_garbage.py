@@ -7,6 +7,8 @@ from pathlib import Path
 import pikepdf
 import pytest
 
+from tests.pdf_pages import text_page
+
 from stages.errors import EmptyDocument
 from stages.glyph_garbage import garbage_ratio, unreadable
 from stages.partition import partition_file
@@ -42,18 +44,9 @@ def _cid_page(pdf: pikepdf.Pdf) -> pikepdf.Page:
     return page
 
 
-def _text_page(pdf: pikepdf.Pdf, text: str) -> pikepdf.Page:
-    font = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1,
-                                                BaseFont=pikepdf.Name.Helvetica))
-    page = pikepdf.Page(pikepdf.Dictionary(Type=pikepdf.Name.Page, MediaBox=[0, 0, 612, 792],
-                                           Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(F1=font))))
-    page.obj["/Contents"] = pdf.make_stream(f"BT /F1 14 Tf 72 700 Td ({text}) Tj ET".encode())
-    return page
-
-
 def test_unmapped_glyph_page_is_never_indexed(tmp_path: Path):
     pdf = pikepdf.new()
-    pdf.pages.append(_text_page(pdf, "READABLEMARKER the first page reads as text"))
+    pdf.pages.append(text_page(pdf, "READABLEMARKER the first page reads as text"))
     pdf.pages.append(_cid_page(pdf))
     mixed = tmp_path / "mixed.pdf"
     pdf.save(mixed)

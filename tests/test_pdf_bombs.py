@@ -14,19 +14,12 @@ from pathlib import Path
 import pikepdf
 import pytest
 
+from tests.pdf_pages import text_page
+
 from stages.errors import LimitExceeded
 from stages.pdf_bombs import decoded_size, defuse
 
 DATA = Path(__file__).parent / "data" / "hostile"
-
-
-def _text_page(pdf: pikepdf.Pdf, text: str) -> pikepdf.Page:
-    font = pdf.make_indirect(pikepdf.Dictionary(Type=pikepdf.Name.Font, Subtype=pikepdf.Name.Type1,
-                                                BaseFont=pikepdf.Name.Helvetica))
-    page = pikepdf.Page(pikepdf.Dictionary(Type=pikepdf.Name.Page, MediaBox=[0, 0, 612, 792],
-                                           Resources=pikepdf.Dictionary(Font=pikepdf.Dictionary(F1=font))))
-    page.obj["/Contents"] = pdf.make_stream(f"BT /F1 14 Tf 72 700 Td ({text}) Tj ET".encode())
-    return page
 
 
 def _bomb_stream(pdf: pikepdf.Pdf, decoded_mb: int, layers: int = 2) -> pikepdf.Stream:
@@ -59,16 +52,16 @@ def test_decoded_size_is_bounded_for_every_filter():
 def test_bombed_page_is_emptied_and_named_the_others_are_read(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGSTREAM_MAX_STREAM_DECODED_MB", "1")
     pdf = pikepdf.new()
-    pdf.pages.append(_text_page(pdf, "FIRSTPAGEMARKER kept"))
-    bombed = _text_page(pdf, "never read")
+    pdf.pages.append(text_page(pdf, "FIRSTPAGEMARKER kept"))
+    bombed = text_page(pdf, "never read")
     bombed.obj["/Contents"] = _bomb_stream(pdf, 4)
     pdf.pages.append(bombed)
-    form_page = _text_page(pdf, "FORMPAGE")  # a bomb one level down: a form XObject
+    form_page = text_page(pdf, "FORMPAGE")  # a bomb one level down: a form XObject
     form = _bomb_stream(pdf, 4)
     form.Type, form.Subtype, form.BBox = pikepdf.Name.XObject, pikepdf.Name.Form, [0, 0, 10, 10]
     form_page.obj.Resources["/XObject"] = pikepdf.Dictionary(X1=form)
     pdf.pages.append(form_page)
-    pdf.pages.append(_text_page(pdf, "LASTPAGEMARKER kept"))
+    pdf.pages.append(text_page(pdf, "LASTPAGEMARKER kept"))
     src = tmp_path / "bombs.pdf"
     pdf.save(src)
 
