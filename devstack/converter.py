@@ -7,14 +7,20 @@ uno``: Debian's ``python3-uno`` for ``/usr/bin/python3``, so it lives in its own
 ``.venv-uno`` (``--system-site-packages``; ``scripts/setup_uno_env.sh``).
 
 Ports (127.0.0.1): ``settings.converter_port`` (12003) XML-RPC, and
-``converter_port + 1`` for LibreOffice's UNO socket.  The server runs in the
-converter sandbox (:mod:`stages.sandbox`: its own mount, PID and user namespaces, as
-the unprivileged ``ragstream-conv``; it shares the host network for the XML-RPC
-port), so its profile and temp files live in :func:`home`
-(``/var/tmp/ragstream-converter/<hash>``, reachable by that user) rather than
-``{data_dir}/converter/``; clients send documents by value.  ``down`` SIGKILLs the
-group (unoserver 3.7 hangs on SIGTERM); bwrap's ``--die-with-parent`` takes
-LibreOffice with it.  A conversion running past
+``converter_port + 1`` for LibreOffice's UNO socket.  Profile (links and macros
+blocked: :mod:`stages.office_profile`) and temp files live under
+``{data_dir}/converter/``; clients send documents by value.  LibreOffice is
+unoserver's child in the same process group, so the dev stack's ``down`` stops both
+(SIGKILL: unoserver 3.7 hangs on SIGTERM).
+
+**Only with** ``RAGSTREAM_CONVERTER_SANDBOX=off`` (trusted input): one long-lived
+LibreOffice serving every document cannot be sandboxed per document, and in a
+sandbox it would still need the host network for its XML-RPC port — a fresh
+helper's attack (2026-12-04) made it fetch an ODT's XForms instance over HTTP,
+including another project's upload from SeaweedFS's unauthenticated filer port.
+With the sandbox on (the default) the service is disabled (``dev up`` skips it)
+and :func:`stages.office.convert_office` converts every file cold, each in its own
+sandbox without network.  A conversion running past
 :data:`SERVER_CONVERSION_TIMEOUT_S` makes unoserver kill LibreOffice and exit (the
 service then shows unhealthy until the next ``up``).  Health: ``info()`` answers.
 
@@ -25,7 +31,6 @@ stages/office.py sends Calc types down the cold path.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import shutil
 import signal
 from pathlib import Path
@@ -37,8 +42,6 @@ DEFAULT_VENV = REPO_ROOT / ".venv-uno"
 SETUP_SCRIPT = REPO_ROOT / "scripts" / "setup_uno_env.sh"
 LOOPBACK = "127.0.0.1"
 SERVER_CONVERSION_TIMEOUT_S = 300
-SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's python3-uno is for this interpreter
-SANDBOX_HOME_ROOT = Path("/var/tmp/ragstream-converter")
 
 
 class ConverterServiceError(RuntimeError):
@@ -59,58 +62,31 @@ def unoserver_bin(venv: Path = DEFAULT_VENV) -> Path:
     return binary
 
 
-def home(settings: Settings, default: Path) -> Path:
-    """Where the converter's profile and temp files live: ``default``
-    (``data_dir/converter``) when unsandboxed; in the sandbox
-    :data:`SANDBOX_HOME_ROOT`/<first 16 hex of sha256(default)>, a place its
-    unprivileged user can reach even when the checkout sits under a 0700 home."""
+def enabled(settings: Settings) -> bool:
+    """True when the warm converter may run: the converter sandbox is off."""
     from stages import sandbox
 
-    if sandbox.mode() == "off":
-        return default
-    return SANDBOX_HOME_ROOT / hashlib.sha256(str(default).encode()).hexdigest()[:16]
+    return sandbox.mode() == "off"
 
 
 def server_argv(settings: Settings, data: Path, venv: Path = DEFAULT_VENV) -> list[str]:
-    """unoserver command line for ``settings`` with its profile/temp under ``data``:
-    the venv's ``unoserver`` when unsandboxed; in the sandbox (:mod:`stages.sandbox`,
-    sharing the host network for its XML-RPC port, binding only ``data``) the system
-    ``python3`` (which has ``uno``) running the copy of the unoserver package that
-    :func:`prepare` puts in ``data/pylib``."""
-    from stages import sandbox
-
-    args = ["--interface", LOOPBACK, "--port", str(settings.converter_port),
+    """unoserver command line for ``settings`` with its profile/temp under ``data``."""
+    return [str(unoserver_bin(venv)), "--interface", LOOPBACK, "--port", str(settings.converter_port),
             "--uno-interface", LOOPBACK, "--uno-port", str(settings.converter_port + 1),
             "--user-installation", str(data / "profile"), "--temp-dir", str(data / "tmp"),
             "--conversion-timeout", str(SERVER_CONVERSION_TIMEOUT_S)]
-    if sandbox.mode() == "off":
-        return [str(unoserver_bin(venv)), *args]
-    return sandbox.wrap([SYSTEM_PYTHON, "-m", "unoserver.server", *args], [data], network=True,
-                        env={"PYTHONPATH": str(data / "pylib")})
 
 
 def prepare_home(data: Path, venv: Path = DEFAULT_VENV) -> None:
-    """Fresh profile (links and macros blocked: :mod:`stages.office_profile`), an
-    empty temp dir (a killed server may have left documents there) and, in the sandbox, a copy of the venv's unoserver package, all owned by
-    the sandbox user."""
-    from stages import sandbox
+    """Fresh profile (links and macros blocked: :mod:`stages.office_profile`) and an
+    empty temp dir (a killed server may have left documents there)."""
     from stages.office_profile import seed_profile
 
     unoserver_bin(venv)
-    data.mkdir(parents=True, exist_ok=True)
-    if sandbox.mode() != "off":
-        data.parent.chmod(0o711)
-        data.chmod(0o700)
     shutil.rmtree(data / "profile", ignore_errors=True)
     seed_profile(data / "profile")
-    shutil.rmtree(data / "tmp", ignore_errors=True)  # a killed server's staged documents
+    shutil.rmtree(data / "tmp", ignore_errors=True)
     (data / "tmp").mkdir(parents=True, exist_ok=True)
-    if sandbox.mode() != "off":
-        site = next((venv / "lib").glob("python3*/site-packages/unoserver")).parent
-        shutil.rmtree(data / "pylib", ignore_errors=True)
-        for part in [site / "unoserver", *site.glob("unoserver-*.dist-info")]:  # it reads its version
-            shutil.copytree(part, data / "pylib" / part.name, ignore=shutil.ignore_patterns("__pycache__"))
-        sandbox.give_to_sandbox(data)
 
 
 def _register_devstack() -> None:
@@ -136,7 +112,7 @@ def _register_devstack() -> None:
         ports=lambda s: [s.converter_port, s.converter_port + 1],
         endpoint=url,
         prepare=prepare,
-        home=home,
+        enabled=enabled,
         env=lambda s: {"RAGSTREAM_CONVERTER_PORT": str(s.converter_port)},
         # unoserver 3.7 hangs in its SIGTERM handler (stop() joining the XML-RPC
         # thread) and was killed after the grace period every time; its state is

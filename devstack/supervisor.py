@@ -149,7 +149,10 @@ class Service:
     variables; ``user()`` returns a user name to run as (None: current user);
     ``stop_signal`` is the graceful signal, sent to the whole process group unless
     ``signal_leader_only``; ``home(settings, default)`` returns where the service's
-    data directory lives when not at ``default`` (``data_dir/name``).
+    data directory lives when not at ``default`` (``data_dir/name``);
+    ``enabled(settings)`` False: ``up`` skips the service unless it is named, and
+    naming it raises :class:`DevStackError` (the warm converter with the converter
+    sandbox on).
     """
 
     name: str
@@ -166,6 +169,7 @@ class Service:
     signal_leader_only: bool = False
     after_stop: Callable[[Settings, Paths], None] | None = None
     home: Callable[[Settings, Path], Path] | None = None
+    enabled: Callable[[Settings], bool] = lambda s: True
 
 
 @dataclass
@@ -487,6 +491,11 @@ async def up_async(
     settings = settings or get_settings()
     deadline = time.monotonic() + timeout_s
     selected = _with_needs(_select(names), settings)
+    disabled = [s.name for s in selected if not s.enabled(settings)]
+    if names and set(disabled) & set(names):
+        raise DevStackError(f"{', '.join(sorted(set(disabled) & set(names)))}: disabled in this configuration "
+                            "(the warm converter runs only with RAGSTREAM_CONVERTER_SANDBOX=off)")
+    selected = [s for s in selected if s.name not in disabled]
     lock = _stack_lock(settings)
     await asyncio.to_thread(lock.__enter__)
     try:
@@ -554,18 +563,27 @@ def down(settings: Settings | None = None, *, names: Sequence[str] | None = None
     Sends the service's graceful signal, waits up to ``grace_s`` seconds for its whole
     process group to exit, then SIGKILLs the group.  Returns name -> outcome
     ("stopped", "not running", "killed after ...").  Data is kept.
+    A disabled service (``Service.enabled``) is stopped too when it runs (started
+    under another configuration) and listed only then or when named.
     Raises :class:`DevStackError` if a process survives SIGKILL.
     """
     settings = settings or get_settings()
     selected = _select(names)
     with _stack_lock(settings):
-        return {svc.name: _stop_one(svc, settings, grace_s) for svc in reversed(selected)}
+        outcomes = {svc.name: _stop_one(svc, settings, grace_s) for svc in reversed(selected)}
+    return {name: outcome for name, outcome in outcomes.items()
+            if names or outcome != "not running" or _registered(name).enabled(settings)}
+
+
+def _registered(name: str) -> Service:
+    return next(s for s in services() if s.name == name)
 
 
 async def status_async(settings: Settings | None = None, *, names: Sequence[str] | None = None) -> dict[str, ServiceStatus]:
-    """Health of every (or the named) service (one health check each, 3 s timeout, concurrent)."""
+    """Health of every enabled (or the named) service (one health check each, 3 s
+    timeout, concurrent)."""
     settings = settings or get_settings()
-    selected = _select(names)
+    selected = [s for s in _select(names) if names or s.enabled(settings)]
     errors = await asyncio.gather(*(_check(s, settings, 3.0) for s in selected))
     out = {}
     for svc, err in zip(selected, errors):

@@ -31,10 +31,15 @@ _ODF_TABLE = "urn:oasis:names:tc:opendocument:xmlns:table:1.0"
 #: ODF elements whose xlink:href is a link a reader follows, never loaded on open
 _ODF_HYPERLINKS = frozenset({f"{{{_ODF_TEXT}}}a", f"{{{_ODF_DRAW}}}a",
                              f"{{{_ODF_TEXT}}}bookmark-ref"})
-#: ODF elements that are nothing but a live link to another program or file: removed
+_XFORMS = "http://www.w3.org/2002/xforms"
+#: ODF elements that are nothing but a live link to another program or file: removed.
+#: An XForms model loads its instance from ``src`` (a fresh helper's attack made
+#: LibreOffice fetch http:// and file:// instances into a form field of the PDF)
 _ODF_LINK_ELEMENTS = frozenset({f"{{{_ODF_TEXT}}}dde-connection-decls", f"{{{_ODF_TABLE}}}dde-links",
                                 f"{{{_ODF_TEXT}}}dde-connection", f"{{{_ODF_DRAW}}}applet",
-                                f"{{{_ODF_DRAW}}}plugin"})
+                                f"{{{_ODF_DRAW}}}plugin", f"{{{_XFORMS}}}model"})
+#: attribute local names that hold a location a loader may follow, in any namespace
+_LOCATION_ATTRIBUTES = frozenset({"href", "src", "action", "source", "url", "location", "codebase"})
 _W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 _RELS_NS = "http://schemas.openxmlformats.org/package/2006/relationships"
 #: Word/RTF field codes that load another file or program's data when fields update
@@ -79,7 +84,7 @@ def strip_external_references(src: Path, filetype: str, out_dir: Path) -> tuple[
     return src, []
 
 
-def _rewrite_zip(src: Path, out_dir: Path, strip_part) -> tuple[Path, list[str]]:
+def _rewrite_zip(src: Path, out_dir: Path, strip_part, depth: int = 0) -> tuple[Path, list[str]]:
     removed: list[str] = []
     parts: list[tuple[zipfile.ZipInfo, bytes]] = []
     with zipfile.ZipFile(src) as zf:
@@ -87,18 +92,50 @@ def _rewrite_zip(src: Path, out_dir: Path, strip_part) -> tuple[Path, list[str]]
             data = zf.read(info)
             if info.filename.endswith((".xml", ".rels")):
                 new, gone = strip_part(info.filename, data)
-                if gone:
-                    removed.extend(f"{info.filename}: {g}" for g in gone)
-                    data = new
+            else:
+                new, gone = _strip_nested(info.filename, data, out_dir, depth)
+            if gone:
+                removed.extend(f"{info.filename}: {g}" for g in gone)
+                data = new
             parts.append((info, data))
     if not removed:
         return src, []
     out_dir.mkdir(parents=True, exist_ok=True)
-    dst = out_dir / f"without-links{src.suffix or '.bin'}"
+    dst = out_dir / f"without-links-{depth}{src.suffix or '.bin'}"
     with zipfile.ZipFile(dst, "w") as out:
         for info, data in parts:  # keeps order and each part's compression (ODF: mimetype first, stored)
             out.writestr(info, data)
     return dst, removed
+
+
+#: packages nested inside a package (a DOCX ``altChunk``, an embedded workbook) are
+#: stripped too, down to this many levels; deeper ones are removed whole
+MAX_NESTING = 3
+_NESTED = {".docx": "docx", ".docm": "docx", ".dotx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx",
+           ".pptx": "pptx", ".odt": "odt", ".ods": "ods", ".odp": "odp", ".rtf": "rtf"}
+
+
+def _strip_nested(name: str, data: bytes, out_dir: Path, depth: int) -> tuple[bytes, list[str]]:
+    """A package or RTF file stored as a part (``word/afchunk.docx``): stripped like
+    the outer file (``depth`` levels in), its part replaced by the result."""
+    filetype = _NESTED.get(Path(name).suffix.lower())
+    if filetype is None:
+        return data, []
+    if depth >= MAX_NESTING:
+        return b"", [f"nested part deeper than {MAX_NESTING} levels removed"]
+    work = out_dir / f"nested-{depth}"
+    work.mkdir(parents=True, exist_ok=True)
+    inner = work / f"part{Path(name).suffix.lower()}"
+    inner.write_bytes(data)
+    try:
+        if filetype == "rtf":
+            stripped, gone = _strip_rtf(inner, work)
+        else:
+            strip_part = _strip_odf_part if filetype in ODF_TYPES else _strip_ooxml_part
+            stripped, gone = _rewrite_zip(inner, work, strip_part, depth + 1)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return data, []
+    return stripped.read_bytes(), gone
 
 
 def _parse(data: bytes):
@@ -135,10 +172,12 @@ def _strip_odf_part(name: str, data: bytes) -> tuple[bytes, list[str]]:
             if parent is not None:
                 parent.remove(el)
             continue
-        href = el.get(XLINK_HREF)
-        if href is not None and el.tag not in _ODF_HYPERLINKS and is_external(href):
-            gone.append(f"{etree.QName(el).localname} {_short(href)}")
-            del el.attrib[XLINK_HREF]
+        if el.tag in _ODF_HYPERLINKS:
+            continue
+        for attr, value in list(el.attrib.items()):
+            if etree.QName(attr).localname in _LOCATION_ATTRIBUTES and is_external(value):
+                gone.append(f"{etree.QName(el).localname} {_short(value)}")
+                del el.attrib[attr]
     return (_serialise(root) if gone else data), gone
 
 

@@ -17,10 +17,11 @@ group with a private ``-env:UserInstallation`` profile directory (concurrent
 conversions otherwise collide on the shared profile lock), and the whole group is
 killed when the time budget runs out.
 
-Both paths read nothing outside the document: links are stripped first
-(:mod:`stages.external_refs`), LibreOffice runs with a profile that blocks them
-(:mod:`stages.office_profile`) and inside a sandbox (:mod:`stages.sandbox`; the warm
-server is started in one by :mod:`devstack.converter` and gets the file by value).
+Links are stripped first (:mod:`stages.external_refs`) and LibreOffice runs with a
+profile that blocks them (:mod:`stages.office_profile`) on both paths.  With the
+converter sandbox on (:mod:`stages.sandbox`, the default) every conversion is cold,
+in its own sandbox without network: the warm path (one shared LibreOffice on the
+host network) is used only with ``RAGSTREAM_CONVERTER_SANDBOX=off``.
 """
 from __future__ import annotations
 
@@ -124,9 +125,9 @@ def convert_office(src: Path, out_dir: Path, filetype: str, timeout_s: float,
     failure raises :class:`ConversionFailed` (retryable: if the server died, the
     retry's probe fails and it runs cold) and a warm timeout :class:`ConversionTimeout`.
     """
-    url = converter_url() if url is None else (url or None)
+    url = converter_url() if url is None else (url or None)  # used only with the sandbox off
     t0 = time.perf_counter()
-    if url and filetype in WARM_TYPES and probe_converter(url):
+    if url and filetype in WARM_TYPES and sandbox.mode() == "off" and probe_converter(url):
         path, route = convert_warm(src, out_dir, filetype, timeout_s, url), "warm"
     else:
         path, route = convert_cold(src, out_dir, filetype, timeout_s), "cold"
@@ -139,8 +140,8 @@ def convert_office(src: Path, out_dir: Path, filetype: str, timeout_s: float,
 def convert_warm(src: Path, out_dir: Path, filetype: str, timeout_s: float, url: str) -> Path:
     """Convert through unoserver's XML-RPC ``convert(inpath, indata, outpath, convert_to,
     filtername, filter_options, update_index, infiltername, password)`` by value: the
-    file's bytes go in, the PDF's bytes come back, so the server (sandboxed, see
-    :mod:`devstack.converter`) needs no access to the worker's files.  External
+    file's bytes go in, the PDF's bytes come back, so the server
+    (:mod:`devstack.converter`) needs no access to the worker's files.  External
     references are stripped first (:mod:`stages.external_refs`).  ``timeout_s``
     bounds the whole call."""
     out_dir.mkdir(parents=True, exist_ok=True)

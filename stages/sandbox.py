@@ -6,8 +6,8 @@ argv is wrapped in bubblewrap (``bwrap``, Debian package ``bubblewrap``):
 
 - its own user, mount, PID, IPC and UTS namespaces, and (``network=False``) its own
   network namespace with nothing but a loopback that is down: no connection leaves;
-- a file system of ``/usr`` and ``/etc`` read-only (the program, its fonts and
-  libraries), fresh ``/proc``, ``/dev`` and an empty ``/tmp``; no ``/home``,
+- a file system of ``/usr`` and a few files of ``/etc`` read-only (the program, its
+  fonts and libraries), fresh ``/proc``, ``/dev`` and an empty ``/tmp``; no ``/home``,
   ``/root``, ``/var``, ``/work``, no repository, no other document: only the one
   job directory is bound, read-write;
 - as root, ``bwrap`` itself runs as the unprivileged user :data:`SANDBOX_USER`
@@ -33,8 +33,13 @@ from pathlib import Path
 from stages.errors import ConversionFailed
 
 SANDBOX_USER = "ragstream-conv"
-#: read-only binds (when present): the program, its libraries, fonts and settings
-_RO_BINDS = ("/usr", "/etc", "/opt/libreoffice", "/var/lib/fontconfig", "/var/cache/fontconfig")
+#: read-only binds (when present): the program and its libraries, and of ``/etc`` only
+#: what LibreOffice needs to start and find fonts (measured: soffice 7.4 converts
+#: with exactly these; a fresh helper read /etc/fonts/fonts.conf through an XForms
+#: instance when all of /etc was bound)
+_RO_BINDS = ("/usr", "/opt/libreoffice", "/var/lib/fontconfig", "/var/cache/fontconfig",
+             "/etc/fonts", "/etc/ld.so.cache", "/etc/libreoffice", "/etc/alternatives", "/etc/passwd",
+             "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
 #: merged-/usr systems link these into /usr
 _USR_LINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 

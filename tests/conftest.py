@@ -135,3 +135,18 @@ def ingest(paths, project, **kw):
     kw.setdefault("timeout_s", 600)
     return run(ingest_and_follow([Path(p) for p in paths], project=project, category="default",
                                  console=Console(width=160), **kw))
+
+
+@pytest.fixture(autouse=True)
+def _pil_pixel_limit():
+    """``stages.partition`` sets PIL's process-wide ``Image.MAX_IMAGE_PIXELS`` from
+    ``RAGSTREAM_MAX_IMAGE_PIXELS`` on every call (the worker's processes always go
+    through it); a test that lowers the variable would leave the lowered global
+    behind for every later test in this process (CI: test_image_frames' 50,000-pixel
+    limit made reportlab's sample images fail in test_legacy_office and
+    test_ocr_agent).  Restored after each test."""
+    from PIL import Image
+
+    saved = Image.MAX_IMAGE_PIXELS
+    yield
+    Image.MAX_IMAGE_PIXELS = saved

@@ -36,6 +36,15 @@ class _Requests(http.server.BaseHTTPRequestHandler):
 
     def _any(self) -> None:
         self.seen.append(f"{self.command} {self.path}")
+        if self.path.endswith(".xml"):  # an XForms instance: LibreOffice aborts on a 404
+            body = b"<a><b>REMOTEINSTANCE</b></a>"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command == "GET":
+                self.wfile.write(body)
+            return
         self.send_response(404)
         self.end_headers()
 
@@ -76,7 +85,9 @@ def _odt(path: Path, body: str) -> Path:
           'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
           'xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" '
           'xmlns:xlink="http://www.w3.org/1999/xlink" '
-          'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0"')
+          'xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" '
+          'xmlns:form="urn:oasis:names:tc:opendocument:xmlns:form:1.0" '
+          'xmlns:xforms="http://www.w3.org/2002/xforms"')
     content = (f'<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns} office:version="1.2">'
                f"<office:body><office:text>{body}</office:text></office:body></office:document-content>")
     manifest = ('<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest='
@@ -89,6 +100,22 @@ def _odt(path: Path, body: str) -> Path:
         z.writestr("content.xml", content, zipfile.ZIP_DEFLATED)
         z.writestr("META-INF/manifest.xml", manifest, zipfile.ZIP_DEFLATED)
     return path
+
+
+def _xforms_odt(path: Path, src: str, nodeset: str) -> Path:
+    """An ODT whose XForms model loads its instance from ``src`` into a text field
+    bound to ``nodeset`` (a fresh helper's attack, 2026-12-04: it passed the first two
+    layers and LibreOffice fetched http:// and file:// instances into the PDF)."""
+    forms = ('<office:forms form:automatic-focus="false" form:apply-design-mode="false">'
+             '<xforms:model xforms:id="Model1" xforms:schema=""><xforms:instance xforms:id="inst1" '
+             f'src="{src}"/><xforms:bind xforms:id="bind1" xforms:nodeset="{nodeset}"/></xforms:model>'
+             '<form:form form:name="Form1" form:apply-filter="true" form:command-type="table" '
+             'form:control-implementation="ooo:com.sun.star.form.component.Form"><form:text form:name="T1" '
+             'form:control-implementation="ooo:com.sun.star.form.component.TextField" xml:id="control1" '
+             'form:id="control1" xforms:bind="bind1"/></form:form></office:forms>')
+    control = ('<text:p><draw:control text:anchor-type="as-char" svg:width="16cm" svg:height="1.5cm" '
+               'draw:control="control1"/></text:p>')
+    return _odt(path, forms + "<text:p>XFORMSMARKER a form</text:p>" + control)
 
 
 def _linked_image_odt(path: Path, href: str) -> Path:
@@ -249,6 +276,7 @@ def test_sandbox_sees_no_files_no_network_and_no_root(tmp_path, canary_dir, list
         assert inside("sh", "-c", f"echo ok > {job}/w && cat {job}/w").stdout.strip() == "ok"
         if os.geteuid() == 0:
             assert inside("cat", "/etc/shadow").returncode != 0
+        assert inside("cat", "/etc/os-release").returncode != 0  # only the /etc files LibreOffice needs
         probe = ("import socket,sys\ns=socket.socket()\ns.settimeout(3)\n"
                  f"sys.exit(s.connect_ex(('127.0.0.1', {listener.server_port})) == 0)")
         assert inside("/usr/bin/python3", "-c", probe).returncode == 0  # connect failed
@@ -279,6 +307,25 @@ def _hostile_set(tmp_path: Path, canary_dir: Path, port: int) -> dict[Path, str]
             _linked_image_odt(tmp_path / "remote.odt", f"http://127.0.0.1:{port}/x.svg"): "ODTLINKMARKER",
             _include_rtf(tmp_path / "f.rtf", canary_dir): "RTFLINKMARKER",
             _linked_docx(tmp_path / "f.docx", canary_dir): "DOCXLINKMARKER"}
+
+
+def test_xforms_instances_are_stripped(tmp_path, listener):
+    remote = _xforms_odt(tmp_path / "xf.odt", f"http://127.0.0.1:{listener.server_port}/i.xml", "/a/b")
+    local = DATA / "xforms-instance-etc.odt"  # the helper's file: instance file:///etc/fonts/fonts.conf
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGSTREAM_CONVERTER_SANDBOX", "off")
+        _Requests.seen.clear()
+        _raw_soffice(remote, tmp_path / "c1", profile=True, sandboxed=False)
+        assert _Requests.seen, "control: LibreOffice with the locked profile did not fetch the XForms instance"
+        assert "Default configuration file" in _raw_soffice(local, tmp_path / "c2", profile=True, sandboxed=False)
+    _, removed = strip_external_references(remote, "odt", tmp_path / "s")
+    assert any(r.startswith("content.xml: model") for r in removed), removed
+    _Requests.seen.clear()
+    for src in (remote, local):
+        conv = convert_office(src, tmp_path / "out" / src.stem, "odt", 120, "")
+        text = _pdf_text(conv.path)
+        assert "MARKER" in text and "Default configuration file" not in text
+    assert _Requests.seen == []
 
 
 def test_cold_conversion_of_linking_documents_reads_nothing_outside(tmp_path, canary_dir, listener):
