@@ -56,7 +56,9 @@ def is_external(href: str) -> bool:
     ``http:``, ``smb:``, ``vnd.sun.star...``), an absolute or UNC path, or a path
     climbing out with ``..``.  Package-internal references (``Pictures/a.png``,
     ``./Object 1``, ``#bookmark``) are not."""
-    href = href.strip()
+    from urllib.parse import unquote
+
+    href = unquote(href.strip())
     if not href or href.startswith("#"):
         return False
     if _SCHEME.match(href) or href.startswith(("/", "\\")):
@@ -90,7 +92,9 @@ def _rewrite_zip(src: Path, out_dir: Path, strip_part, depth: int = 0) -> tuple[
     with zipfile.ZipFile(src) as zf:
         for info in zf.infolist():
             data = zf.read(info)
-            if info.filename.endswith((".xml", ".rels")):
+            if info.filename.lower().endswith(".svg"):
+                new, gone = _strip_odf_part(info.filename, data)  # <image xlink:href="file:...">
+            elif info.filename.endswith((".xml", ".rels")):
                 new, gone = strip_part(info.filename, data)
             else:
                 new, gone = _strip_nested(info.filename, data, out_dir, depth)
@@ -166,7 +170,8 @@ def _strip_odf_part(name: str, data: bytes) -> tuple[bytes, list[str]]:
     for el in list(root.iter()):
         if not isinstance(el.tag, str):
             continue
-        if el.tag in _ODF_LINK_ELEMENTS:
+        if el.tag in _ODF_LINK_ELEMENTS or (etree.QName(el).localname == "model"
+                                            and "xforms" in (etree.QName(el).namespace or "").lower()):
             gone.append(etree.QName(el).localname)
             parent = el.getparent()
             if parent is not None:
@@ -178,6 +183,8 @@ def _strip_odf_part(name: str, data: bytes) -> tuple[bytes, list[str]]:
             if etree.QName(attr).localname in _LOCATION_ATTRIBUTES and is_external(value):
                 gone.append(f"{etree.QName(el).localname} {_short(value)}")
                 del el.attrib[attr]
+    if root.getroottree().docinfo.internalDTD is not None:
+        gone.append("DOCTYPE (attribute defaults) removed")
     return (_serialise(root) if gone else data), gone
 
 

@@ -365,3 +365,16 @@ def test_r11_through_the_pipeline_leaks_nothing(stack, worker, project, canary_d
     assert proc.returncode == 0, proc.stderr[-1000:]
     hits = json.loads(proc.stdout)["hits"]
     assert hits and not any("CANARYSECRET" in h["text"] or "hunter2" in h["text"] for h in hits)
+
+
+@pytest.mark.parametrize("name", ["reattack-xforms-namespace-variant.odt", "reattack-dtd-default-href.odt",
+                                  "reattack-embedded-svg-link.odt"])
+def test_second_attack_files_read_nothing_outside(tmp_path, name):
+    """A second fresh helper's files (2026-12-04): an XForms namespace other than
+    2002's with a percent-encoded ``..`` path, an attribute default from a DOCTYPE
+    ATTLIST, and an SVG part linking a file: each read /usr or /etc/fonts through
+    the sandbox's read-only system files before layer 1 covered them."""
+    conv = convert_office(DATA / name, tmp_path / "out", "odt", 120, "")
+    text = _pdf_text(conv.path)
+    assert "MARKER" in text
+    assert "Default configuration file" not in text and "postgresql-common" not in text
