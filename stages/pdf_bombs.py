@@ -127,20 +127,22 @@ _DECODERS = {"/FlateDecode": _flate, "/Fl": _flate, "/LZWDecode": _lzw, "/LZW": 
              "/RunLengthDecode": _whole(_run_length), "/RL": _whole(_run_length)}
 
 
+def _filter_names(stream) -> list[str]:
+    """The stream's ``/Filter`` chain as names (``["/FlateDecode", ...]``), [] if none."""
+    import pikepdf
+
+    filters = stream.get("/Filter")
+    if filters is None:
+        return []
+    return [str(f) for f in filters] if isinstance(filters, pikepdf.Array) else [str(filters)]
+
+
 def decoded_size(stream, cap: int) -> int | None:
     """Bytes ``stream`` (a pikepdf Stream) decodes to through its filter chain, or
     None when that passes ``cap`` bytes.  Stops at the first image codec or unknown
     filter (what came out so far is returned); a malformed stream counts what
     decoded before the error (the parser reports the damage)."""
-    import pikepdf
-
-    filters = stream.get("/Filter")
-    if filters is None:
-        names = []
-    elif isinstance(filters, pikepdf.Array):
-        names = [str(f) for f in filters]
-    else:
-        names = [str(filters)]
+    names = _filter_names(stream)
     try:
         chunks = iter([stream.read_raw_bytes()])
         for name in names:
@@ -166,11 +168,7 @@ def exceeds(stream, cap: int) -> bool:
     """True when ``stream`` decodes past ``cap`` bytes.  Streams whose raw length
     times the filters' worst-case ratios stays under ``cap`` (nearly all) are not
     decoded at all; the others are measured by :func:`decoded_size`."""
-    import pikepdf
-
-    filters = stream.get("/Filter")
-    names = ([] if filters is None else [str(f) for f in filters] if isinstance(filters, pikepdf.Array)
-             else [str(filters)])
+    names = _filter_names(stream)
     bound = int(stream.get("/Length", 0) or 0) or len(stream.read_raw_bytes())
     for name in names:
         if name not in _MAX_RATIO:
