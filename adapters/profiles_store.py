@@ -201,7 +201,11 @@ async def load_profile(category: str | None, dsn: str | None = None,
             profile = await store.get(FALLBACK_CATEGORY)
         if profile is None:
             profile = get_profile(category)
-    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError) as exc:
+    except Exception as exc:
+        from agents.retry_policy import is_transient  # lazy: agents imports this module's callers
+
+        if not (is_transient(exc) or isinstance(exc, (asyncpg.PostgresError, ValueError))):
+            raise
         fallback = hit[1] if hit is not None else get_profile(category)
         log.warning("profiles: cannot read %r from PostgreSQL (%s); using %s profile %r",
                     category, exc, "cached" if hit is not None else "built-in", fallback.name)

@@ -43,8 +43,6 @@ async def open_for_display(ev: StatusEvent, keys: Optional[Any]) -> StatusEvent:
     store (PostgreSQL) away, shows the file name blank instead of raising -- this is
     for people watching, not for deciding, and a follow must outlive a database
     outage (tests/test_delivery.py::test_postgres_outage_fails_nothing_and_loses_no_status)."""
-    import asyncpg
-
     from schemas.sealing import SealBroken
 
     if keys is None or not getattr(ev, "sealed", None):
@@ -53,7 +51,15 @@ async def open_for_display(ev: StatusEvent, keys: Optional[Any]) -> StatusEvent:
         return (await keys.open(ev))[0]
     except SealBroken:
         return ev
-    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except Exception as exc:
+        # "the key store is away" is the retry policy's one judgement, not a tuple kept
+        # here: a hand-kept tuple missed asyncpg's InternalClientError ("cannot switch
+        # to state 12; another operation (2) is in progress", a pooled connection that
+        # PostgreSQL's shutdown broke), and the CI run of 2026-12-04 died on it
+        from agents.retry_policy import is_transient  # lazy: agents imports the stages
+
+        if not is_transient(exc):
+            raise
         log.warning("status of %s shown without its file name: key store unavailable (%s)",
                     ev.document_id, type(exc).__name__)
         return ev

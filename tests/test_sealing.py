@@ -2,6 +2,7 @@
 sealed, what stays clear, and that a destroyed key leaves nothing to read."""
 from __future__ import annotations
 
+import asyncpg
 import pytest
 
 from schemas import (Chunk, DeadLetter, EmbeddedChunk, PartitionTask, StatusEvent, UploadEvent,
@@ -93,11 +94,24 @@ def test_an_undecodable_records_dead_letter_keeps_its_reason_in_the_clear():
     assert seal_record(letter, new_data_key()).error == "undecodable: not JSON"
 
 
-def test_status_for_display_outlives_the_key_store_being_away():
+_KEY_STORE_AWAY = [
+    ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 25432)"),
+    # a pooled connection that PostgreSQL's shutdown broke (CI, 2026-12-04)
+    asyncpg.exceptions._base.InternalClientError(
+        "cannot switch to state 12; another operation (2) is in progress"),
+    asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"),
+    TimeoutError(),
+]
+
+
+@pytest.mark.parametrize("away", _KEY_STORE_AWAY, ids=lambda e: type(e).__name__)
+def test_status_for_display_outlives_the_key_store_being_away(away):
     """A follow (ingest --wait, status --follow, SSE) shows an event whose key cannot be
-    read -- PostgreSQL refusing connections -- with its file name blank, and does not
-    raise: the CI run of test_postgres_outage_fails_nothing_and_loses_no_status died
-    in cli/progress on ConnectionRefusedError while PostgreSQL was stopped."""
+    read -- PostgreSQL refusing connections, or a pooled connection its shutdown broke --
+    with its file name blank, and does not raise: CI runs of
+    test_postgres_outage_fails_nothing_and_loses_no_status died in cli/progress on
+    ConnectionRefusedError (2026-12-02) and on asyncpg's InternalClientError (2026-12-04)
+    while PostgreSQL was stopped."""
     import asyncio
 
     from streams.kafka_io import open_for_display
@@ -108,7 +122,24 @@ def test_status_for_display_outlives_the_key_store_being_away():
 
     class Away:
         async def open(self, record):
-            raise ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 25432)")
+            raise away
 
     shown = asyncio.run(open_for_display(ev, Away()))
     assert shown.status == "QUEUED" and "secret-plans" not in shown.filename
+
+
+def test_status_for_display_raises_what_is_not_an_outage():
+    """A bug in opening (not the key store being away) is not hidden as a blank name."""
+    import asyncio
+
+    from streams.kafka_io import open_for_display
+
+    ev = seal_record(StatusEvent(document_id="p.d", version=1, status="QUEUED", seq=1, stage="api",
+                                 project="p", filename="x.pdf"), new_data_key())
+
+    class Broken:
+        async def open(self, record):
+            raise TypeError("open() got an unexpected keyword argument")
+
+    with pytest.raises(TypeError):
+        asyncio.run(open_for_display(ev, Broken()))
