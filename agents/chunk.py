@@ -83,7 +83,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
     await store.put_bytes(
         processed_key(ready.project, ready.document_id, ready.version),
         orjson.dumps({"document_id": ready.document_id, "version": ready.version,
-                      "filename": ready.filename, "pages": ready.page_count,
+                      "filename": ready.filename, "pages": ready.page_count, "parts": ready.parts,
                       "chunks": [r.asdict() for r in records]}),
         "application/json", bucket=ready.bucket)
     for record in records:

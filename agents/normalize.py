@@ -33,8 +33,10 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     """Normalize one upload and send its PartitionTask(s); apply a delete request.
 
     A PDF longer than the profile's ``max_pages_per_task`` becomes one task per page
-    range (``part``/``parts``) spread over the partitions of ``partition-tasks`` (the
-    count read from the broker's metadata), so several partition workers share it.
+    range (``part``/``parts``), and a longer document of another format one task per
+    range of units of that much text (``stages.document_parts``), spread over the
+    partitions of ``partition-tasks`` (the count read from the broker's metadata), so
+    several partition workers share it.
     """
     if event.action == DELETE:
         await delete_one(ctx, event)

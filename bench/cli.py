@@ -86,6 +86,18 @@ def scale(pages: int = typer.Option(300, help="pages in the generated PDF"),
     bench_scale(pages, workers, Console())
 
 
+@bench_app.command("long-docx")
+def long_docx(pages: int = typer.Option(800, help="pages in the generated DOCX"),
+              workers: int = typer.Option(2, help="parse processes at once (partition workers)"),
+              busy: int = typer.Option(2, help="processes spinning on the CPU beside it"),
+              cap: float = typer.Option(600.0, help="seconds allowed to the whole-document parse")) -> None:
+    """A long DOCX parsed whole, in parts (stages.document_parts) and as a PDF in page
+    ranges, on a busy machine; last line parts_s=<x> pdf_s=<y> whole_s=<z> parts_vs_pdf=<r>."""
+    from bench.long_docx import bench_long_docx
+
+    bench_long_docx(pages, workers, busy, cap, Console(width=160))
+
+
 @bench_app.command("embed")
 def embed(repeats: int = typer.Option(2, help="runs per case (best is kept)")) -> None:
     """Chunks/s through Triton vs in-process ONNX Runtime (batch 64/256, 50/300 tokens)."""

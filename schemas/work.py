@@ -28,7 +28,9 @@ class PartitionTask(DocumentRef, serializer=codec.CODEC_NAME):
     """normalize → partition: partition the object at ``key`` as ``filetype``.
 
     ``page_start``/``page_end`` (1-based, inclusive) select a page range when a large
-    PDF is split; ``part``/``parts`` number the ranges (0-based / count).
+    PDF is split, or a range of units (DOCX blocks, PPTX slides, XLSX sheets, HTML
+    blocks, text paragraphs: ``stages.document_parts``) of another long document;
+    ``part``/``parts`` number the ranges (0-based / count).
     """
 
     key: str

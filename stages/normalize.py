@@ -4,7 +4,8 @@
 processed with a specific reason (zero bytes, over size, unsupported type, encrypted,
 corrupt), converts Office files to PDF with LibreOffice when the profile asks (legacy
 doc/ppt/xls/odt/rtf always), repairs PDFs with broken structure (qpdf via pikepdf) and
-counts PDF pages so the caller can fan out page ranges to several partition workers.
+counts PDF pages so the caller can fan out page ranges to several partition workers
+(and unit ranges of other long documents: ``stages.document_parts``).
 Blocking; run it in a process pool.
 """
 from __future__ import annotations
@@ -13,11 +14,13 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from stages import document_parts
 from stages.detect import MIME, OFFICE_TYPES, detect_type
 from stages.errors import (CorruptDocument, DocumentError, EmptyDocument, EncryptedDocument,
                            PasswordProtected,
                            TooLarge, UnsupportedType)
 from stages.office import convert_to_pdf
+from stages.parser_options import check_zip_parts
 from stages.profiles import CONVERT_ONLY_TYPES, Profile
 
 log = logging.getLogger(__name__)
@@ -38,7 +41,11 @@ class NormalizedFile:
         reason: what normalize did and noticed, human-readable (e.g.
             ``"DOCX converted to PDF"``, ``"content is PNG image but name says .pdf"``).
         page_ranges: suggested 1-based inclusive page ranges of at most
-            ``profile.max_pages_per_task`` pages (PDF only; ``[]`` otherwise).
+            ``profile.max_pages_per_task`` pages for a PDF; for the types of
+            ``stages.document_parts.SPLIT_TYPES`` ranges of its units (blocks,
+            slides, sheets, paragraphs) holding at most that many pages' worth of
+            text (``document_parts.CHARS_PER_PAGE`` per page), ``[]`` when the
+            document fits one part.
     """
 
     path: Path
@@ -111,6 +118,14 @@ def normalize_file(src: Path, workdir: Path, profile: Profile) -> NormalizedFile
         if note:
             notes.append(note)
         result.page_ranges = page_ranges(result.page_count, profile.max_pages_per_task)
+    elif ftype in document_parts.SPLIT_TYPES:
+        if ftype in ("docx", "pptx", "xlsx"):
+            check_zip_parts(path, ftype.upper())  # bounded before the count reads a part
+        result.page_ranges = document_parts.part_ranges(
+            path, ftype, profile.max_pages_per_task * document_parts.CHARS_PER_PAGE)
+        if result.page_ranges:
+            notes.append(f"split into {len(result.page_ranges)} parts of at most "
+                         f"{profile.max_pages_per_task} pages' worth of text")
     result.reason = "; ".join(notes)
     return result
 

@@ -11,6 +11,7 @@ reason; zero elements from a non-empty file is always an error.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import tempfile
@@ -23,7 +24,7 @@ from stages.errors import (DocumentError, EmptyDocument, LimitExceeded, TooLarge
                            UnsupportedType)
 from stages.limits import (check_count, check_image_header, check_pixels, limit,  # noqa: F401
                            out_of_memory)
-from stages import charsets, docx_rewrite, html_depth, nlp_limits, parser_options, text_hygiene, xml_depth
+from stages import charsets, document_parts, docx_rewrite, html_depth, nlp_limits, parser_options, text_hygiene, xml_depth
 from stages.office_repair import without_dangling_relationships
 from stages.parse_errors import as_document_error
 from stages.parser_options import check_zip_parts
@@ -58,8 +59,11 @@ def partition_file(path: Path, filetype: str, profile: Profile,
         filetype: its detected type (``NormalizedFile.filetype``), e.g. ``"pdf"``.
         profile: the category profile (strategy, tables, images, OCR languages,
             ``timeout_s`` — enforced with SIGALRM when called on a main thread).
-        pages: PDF only — 1-based inclusive ``(first, last)`` range; page numbers in
-            the result stay those of the whole document.  Ignored for other types.
+        pages: 1-based inclusive ``(first, last)`` range of a split document: PDF
+            pages, or for ``stages.document_parts.SPLIT_TYPES`` its units (DOCX
+            blocks, PPTX slides, XLSX sheets, HTML blocks, text paragraphs).  Page
+            numbers in the result stay those of the whole document.  Ignored for
+            other types.
         filename: name recorded in ``metadata.filename`` (and in the deterministic
             element ids); defaults to ``path.name``.
     Returns:
@@ -93,10 +97,16 @@ def partition_file(path: Path, filetype: str, profile: Profile,
     _prepare_libraries()
     label = filetype.upper()
     skipped: list[str] = []
+    page_offset = 0  # pages before a part of a split document (stages.document_parts)
+    whole_bytes = path.stat().st_size
     attached: list[dict] = []  # element dicts of an e-mail's attachments (stages.email_attachments)
     with deadline(profile.timeout_s, f"partitioning {label} timed out after {profile.timeout_s:g} s"), \
             tempfile.TemporaryDirectory(prefix="ragstream-parse-") as tmp:
         try:
+            if pages and filetype in document_parts.SPLIT_TYPES:
+                if filetype in ("docx", "pptx", "xlsx"):
+                    check_zip_parts(path, label)  # bounded before the cut reads a part
+                path, page_offset = document_parts.cut_part(path, filetype, *pages, Path(tmp) / "part")
             if filetype in ("docx", "pptx", "xlsx"):
                 path, skipped = _checked_office(path, filetype, label, Path(tmp))
             if filetype == "pdf":
@@ -115,7 +125,8 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                     _csv_field_limit()
                 if filetype == "xml":
                     path = xml_depth.flatten(path, Path(tmp))
-                elements = _partition_native(path, filetype, profile, name)
+                elements = _partition_native(path, filetype, profile, name, whole_bytes,
+                                             1 + page_offset if filetype == "docx" else 1)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":
                     from stages.office_images import ocr_embedded_images
@@ -151,12 +162,25 @@ def partition_file(path: Path, filetype: str, profile: Profile,
     dicts = split_long_elements(clean_elements([_plain(e.to_dict()) for e in elements]),
                                 limit("max_element_chars")) + attached
     check_count(len(dicts), "max_elements", "elements")
+    if pages and filetype in document_parts.SPLIT_TYPES:
+        _renumber_part(dicts, pages[0], 0 if filetype == "docx" else page_offset)
     for d in dicts:
         if filename:
             d["metadata"].pop("file_directory", None)
         if skipped:
             d["metadata"]["skipped_parts"] = skipped
     return dicts
+
+
+def _renumber_part(dicts: list[dict], first_unit: int, page_offset: int) -> None:
+    """Element dicts of one part of a split document given the whole document's page
+    numbers (``page_offset`` added) and ids that no other part repeats (unstructured
+    hashes text, page and position on the page, which restart in every part)."""
+    for d in dicts:
+        meta = d.get("metadata") or {}
+        if page_offset and isinstance(meta.get("page_number"), int):
+            meta["page_number"] += page_offset
+        d["element_id"] = hashlib.sha256(f"part {first_unit}\0{d.get('element_id')}".encode()).hexdigest()[:32]
 
 
 def _attachment(path: Path, filetype: str | None, name: str, profile: Profile, tmp: Path) -> list[dict]:
@@ -337,12 +361,20 @@ def utf8_copy(path: Path, tmp: Path, filetype: str = "csv") -> Path:
         return out
 
 
-def _partition_native(path: Path, filetype: str, profile: Profile, filename: str) -> list:
+def _partition_native(path: Path, filetype: str, profile: Profile, filename: str,
+                      whole_bytes: int = 0, first_page: int = 1) -> list:
+    """unstructured's partitioner of ``filetype`` on ``path``.  ``whole_bytes``: the
+    size of the whole document when ``path`` is one part of it (plain text over
+    ``plain_text_fast_bytes`` takes the linear-time rules in every part, as it would
+    whole); ``first_page``: a DOCX part's first page number (unstructured counts
+    rendered page breaks and odd/even section starts from it)."""
     import importlib
 
     module, func, extra = NATIVE[filetype]
     fn = getattr(importlib.import_module(module), func)
-    if filetype == "txt" and path.stat().st_size > limit("plain_text_fast_bytes"):
+    if filetype == "docx" and first_page > 1:
+        extra = {**extra, "starting_page_number": first_page}
+    if filetype == "txt" and max(whole_bytes, path.stat().st_size) > limit("plain_text_fast_bytes"):
         from stages.plain_text import partition_plain_text
 
         log.info("%s: %d bytes of plain text, over RAGSTREAM_PLAIN_TEXT_FAST_BYTES: linear-time "
