@@ -265,14 +265,38 @@ def _rels_targets(zf: zipfile.ZipFile, part: str) -> dict[str, str]:
             for rel in rels.iter(f"{{{_PKG_R}}}Relationship") if rel.get("TargetMode") != "External"}
 
 
-def _pptx_slides(zf: zipfile.ZipFile):
+def _listed_parts(zf: zipfile.ZipFile, default: str, ns: str, list_tag: str, item_tag: str):
+    """``(main part name, its root, the list element, its items)`` of a package whose
+    main part lists its units (a presentation's slides, a workbook's sheets)."""
     from lxml import etree
 
-    name = _main_part(zf, "officeDocument", "ppt/presentation.xml")
+    name = _main_part(zf, "officeDocument", default)
     root = etree.fromstring(zf.read(name), _parser())
-    lst = root.find(f"{{{_P}}}sldIdLst")
-    ids = [] if lst is None else [el for el in lst if el.tag == f"{{{_P}}}sldId"]
-    return name, root, lst, ids
+    lst = root.find(f"{{{ns}}}{list_tag}")
+    items = [] if lst is None else [el for el in lst if el.tag == f"{{{ns}}}{item_tag}"]
+    return name, root, lst, items
+
+
+def _pptx_slides(zf: zipfile.ZipFile):
+    return _listed_parts(zf, "ppt/presentation.xml", _P, "sldIdLst", "sldId")
+
+
+def _cut_listed(path: Path, first: int, last: int, out: Path, listed, what: str, tidy=None) -> int:
+    """Copy of the package with only items ``first..last`` of its list (``listed``:
+    :func:`_pptx_slides` or :func:`_xlsx_sheets`), ``tidy(root)`` applied to the main
+    part; returns the items before the range (the page offset)."""
+    from lxml import etree
+
+    with zipfile.ZipFile(path) as zf:
+        name, root, lst, items = listed(zf)
+        _check_range(first, last, len(items), what)
+        for item in items[:first - 1] + items[last:]:
+            lst.remove(item)
+        if tidy is not None:
+            tidy(root)
+        data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
+        _rewrite_zip(zf, out, {name: data})
+    return first - 1
 
 
 def _pptx_weights(path: Path) -> list[int]:
@@ -293,27 +317,12 @@ def _pptx_weights(path: Path) -> list[int]:
 
 
 def _cut_pptx(path: Path, first: int, last: int, out: Path) -> int:
-    from lxml import etree
-
-    with zipfile.ZipFile(path) as zf:
-        name, root, lst, ids = _pptx_slides(zf)
-        _check_range(first, last, len(ids), "slides")
-        for sld in ids[:first - 1] + ids[last:]:
-            lst.remove(sld)
-        data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
-        _rewrite_zip(zf, out, {name: data})
-    return first - 1
+    return _cut_listed(path, first, last, out, _pptx_slides, "slides")
 
 
 # ------------------------------------------------------------------ XLSX
 def _xlsx_sheets(zf: zipfile.ZipFile):
-    from lxml import etree
-
-    name = _main_part(zf, "officeDocument", "xl/workbook.xml")
-    root = etree.fromstring(zf.read(name), _parser())
-    sheets_el = root.find(f"{{{_S}}}sheets")
-    sheets = [] if sheets_el is None else [el for el in sheets_el if el.tag == f"{{{_S}}}sheet"]
-    return name, root, sheets_el, sheets
+    return _listed_parts(zf, "xl/workbook.xml", _S, "sheets", "sheet")
 
 
 def _xlsx_weights(path: Path) -> list[int]:
@@ -324,25 +333,21 @@ def _xlsx_weights(path: Path) -> list[int]:
     return [sizes.get(targets.get(s.get(f"{{{_R}}}id"), ""), 0) // XLSX_BYTES_PER_CHAR for s in sheets]
 
 
-def _cut_xlsx(path: Path, first: int, last: int, out: Path) -> int:
-    from lxml import etree
+def _tidy_workbook(root) -> None:
+    """Sheet indexes changed: sheet-scoped defined names (print areas, filters) go,
+    the active and first tab become the first sheet of the part."""
+    names = root.find(f"{{{_S}}}definedNames")
+    if names is not None:
+        for dn in [d for d in names if isinstance(d.tag, str) and d.get("localSheetId") is not None]:
+            names.remove(dn)
+    for view in root.iter(f"{{{_S}}}workbookView"):
+        for attr in ("activeTab", "firstSheet"):
+            if attr in view.attrib:
+                view.set(attr, "0")
 
-    with zipfile.ZipFile(path) as zf:
-        name, root, sheets_el, sheets = _xlsx_sheets(zf)
-        _check_range(first, last, len(sheets), "sheets")
-        for s in sheets[:first - 1] + sheets[last:]:
-            sheets_el.remove(s)
-        names = root.find(f"{{{_S}}}definedNames")
-        if names is not None:
-            for dn in [d for d in names if isinstance(d.tag, str) and d.get("localSheetId") is not None]:
-                names.remove(dn)  # sheet indexes changed: print areas and filters go
-        for view in root.iter(f"{{{_S}}}workbookView"):
-            for attr in ("activeTab", "firstSheet"):
-                if attr in view.attrib:
-                    view.set(attr, "0")
-        data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
-        _rewrite_zip(zf, out, {name: data})
-    return first - 1
+
+def _cut_xlsx(path: Path, first: int, last: int, out: Path) -> int:
+    return _cut_listed(path, first, last, out, _xlsx_sheets, "sheets", _tidy_workbook)
 
 
 # ------------------------------------------------------------------ HTML
