@@ -82,7 +82,7 @@ def set_command(
     filetypes: Optional[str] = typer.Option(None, help="comma-separated accepted types (by content)"),
     max_size_mb: Optional[float] = typer.Option(None, help="largest accepted file, MiB"),
     timeout_s: Optional[float] = typer.Option(None, help="per conversion / partition call, seconds"),
-    max_pages_per_task: Optional[int] = typer.Option(None, help="page-range size for large PDFs"),
+    max_pages_per_task: Optional[int] = typer.Option(None, help="page-range size for large PDFs; other long documents are split into parts of that many pages' worth of text (3,000 characters a page)"),
 ) -> None:
     """Create or change CATEGORY's profile; prints the stored row as JSON (exit 2 on a bad value)."""
     from stages.profiles import Profile

@@ -42,7 +42,10 @@ class Profile:
             deterministic text rendering is used either way).
         max_size_bytes: larger files are rejected (TooLarge).
         timeout_s: budget for a conversion and for one partition call.
-        max_pages_per_task: normalize suggests page ranges of at most this many pages.
+        max_pages_per_task: normalize suggests page ranges of at most this many pages
+            for a PDF, and parts of at most this many pages' worth of text
+            (``stages.document_parts.CHARS_PER_PAGE`` characters each) for other
+            long documents.
         filetypes: accepted detected types (``detect.DetectedType.filetype``).
     """
 
