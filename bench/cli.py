@@ -90,12 +90,17 @@ def scale(pages: int = typer.Option(300, help="pages in the generated PDF"),
 def long_docx(pages: int = typer.Option(800, help="pages in the generated DOCX"),
               workers: int = typer.Option(2, help="parse processes at once (partition workers)"),
               busy: int = typer.Option(2, help="processes spinning on the CPU beside it"),
-              cap: float = typer.Option(600.0, help="seconds allowed to the whole-document parse")) -> None:
+              cap: float = typer.Option(600.0, help="seconds allowed to the whole-document parse"),
+              corpus: Optional[Path] = typer.Option(None, exists=True, file_okay=False,
+                                                    help="real PDF/DOCX files whose text fills the pages "
+                                                         "(e.g. ../shared/corpus; default: the README)"),
+              out: Optional[Path] = typer.Option(None, file_okay=False,
+                                                 help="keep the built DOCX here")) -> None:
     """A long DOCX parsed whole, in parts (stages.document_parts) and as a PDF in page
     ranges, on a busy machine; last line parts_s=<x> pdf_s=<y> whole_s=<z> parts_vs_pdf=<r>."""
     from bench.long_docx import bench_long_docx
 
-    bench_long_docx(pages, workers, busy, cap, Console(width=160))
+    bench_long_docx(pages, workers, busy, cap, Console(width=160), out_dir=out, corpus=corpus)
 
 
 @bench_app.command("embed")

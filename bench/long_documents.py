@@ -11,13 +11,40 @@ import re
 from pathlib import Path
 
 _README = Path(__file__).resolve().parents[1] / "README.md"
+_vocab: list[str] = []
+
+
+def use_text(text: str) -> int:
+    """Take prose from ``text`` (e.g. the text of real documents, see
+    :func:`corpus_text`) instead of the README; returns its word count."""
+    _vocab[:] = re.findall(r"[A-Za-z][A-Za-z'-]+", text)
+    return len(_vocab)
+
+
+def corpus_text(folder: Path) -> str:
+    """The text of every PDF and DOCX under ``folder`` (pypdf, python-docx), in name order."""
+    import docx
+    import pypdf
+
+    out = []
+    for f in sorted(Path(folder).rglob("*")):
+        try:
+            if f.suffix.lower() == ".pdf":
+                out += [page.extract_text() or "" for page in pypdf.PdfReader(f).pages]
+            elif f.suffix.lower() == ".docx":
+                out += [p.text for p in docx.Document(f).paragraphs]
+        except Exception:  # noqa: BLE001 - a file that does not read adds no prose
+            continue
+    return "\n".join(out)
 
 
 def prose(n: int, words: int = 60) -> str:
-    """Words ``n*words .. (n+1)*words`` (wrapping) of the README's prose."""
-    vocab = re.findall(r"[A-Za-z][A-Za-z'-]+", _README.read_text(encoding="utf-8"))
-    start = (n * words) % max(1, len(vocab) - words)
-    return " ".join(vocab[start:start + words])
+    """Words ``n*words .. (n+1)*words`` (wrapping) of the prose source (the README's
+    unless :func:`use_text` set another)."""
+    if not _vocab:
+        use_text(_README.read_text(encoding="utf-8"))
+    start = (n * words) % max(1, len(_vocab) - words)
+    return " ".join(_vocab[start:start + words])
 
 
 def markers(pages: int, per_page: int) -> list[str]:

@@ -56,11 +56,15 @@ def _run_tasks(path: Path, filetype: str, ranges: list, workers: int) -> tuple[f
 
 
 def bench_long_docx(pages: int, workers: int, busy: int, cap_s: float, console: Console,
-                    out_dir: Optional[Path] = None) -> dict[str, float]:
+                    out_dir: Optional[Path] = None, corpus: Optional[Path] = None) -> dict[str, float]:
     """Run the three ways (module docstring) and print a table; returns
     ``{"whole_s", "parts_s", "pdf_s"}`` (wall seconds; ``whole_s`` is ``cap_s`` when it
-    ran past the cap, ``pdf_s`` is 0 when the conversion failed)."""
-    from bench.long_documents import long_docx
+    ran past the cap, ``pdf_s`` is 0 when the conversion failed).  ``corpus``: a folder
+    of real PDF/DOCX files whose text is the prose (default: the README's)."""
+    from bench.long_documents import corpus_text, long_docx, use_text
+
+    if corpus is not None:
+        console.print(f"prose from {corpus}: {use_text(corpus_text(corpus)):,} words")
     from stages import document_parts
     from stages.normalize import inspect_pdf, page_ranges
     from stages.office import convert_to_pdf
