@@ -27,9 +27,7 @@ from stages.limits import (check_count, check_image_header, check_pixels, limit,
 from stages import charsets, document_parts, docx_rewrite, html_depth, nlp_limits, parser_options, text_hygiene, xml_depth
 from stages.office_repair import without_dangling_relationships
 from stages.parse_errors import as_document_error
-from stages.parser_options import check_zip_parts
 from stages.sheet_size import check_xlsx
-from stages.text_hygiene import clean_elements
 from stages.profiles import Profile
 from stages.tesseract import tesseract_available  # noqa: F401  (also imported from here)
 
@@ -105,7 +103,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
         try:
             if pages and filetype in document_parts.SPLIT_TYPES:
                 if filetype in ("docx", "pptx", "xlsx"):
-                    check_zip_parts(path, label)  # bounded before the cut reads a part
+                    parser_options.check_zip_parts(path, label)  # bounded before the cut reads a part
                 path, page_offset = document_parts.cut_part(path, filetype, *pages, Path(tmp) / "part")
             if filetype in ("docx", "pptx", "xlsx"):
                 path, skipped = _checked_office(path, filetype, label, Path(tmp))
@@ -159,7 +157,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             raise EmptyDocument(_empty_reason(path, filetype)
                                 + (f"; attachments skipped: {'; '.join(skipped)}" if skipped else ""))
     check_count(len(elements) + len(attached), "max_elements", "elements")
-    dicts = split_long_elements(clean_elements([_plain(e.to_dict()) for e in elements]),
+    dicts = split_long_elements(text_hygiene.clean_elements([_plain(e.to_dict()) for e in elements]),
                                 limit("max_element_chars")) + attached
     check_count(len(dicts), "max_elements", "elements")
     if pages and filetype in document_parts.SPLIT_TYPES:
@@ -223,7 +221,7 @@ def _checked_office(path: Path, filetype: str, label: str, tmp: Path) -> tuple[P
     """Size checks of an Office package before parsing, then a copy without relationships
     to missing parts and, for DOCX, with revisions accepted, content controls unwrapped
     and spans clamped (``stages.docx_rewrite``): ``(package to parse, missing part names)``."""
-    check_zip_parts(path, label)
+    parser_options.check_zip_parts(path, label)
     if filetype == "xlsx":
         check_xlsx(path)
     path, missing = without_dangling_relationships(path, tmp)
