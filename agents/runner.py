@@ -37,6 +37,7 @@ from schemas.decode import UndecodableRecord, decode_event
 from schemas.sealing import SealBroken
 from stages.errors import (ConversionTimeout, DependencyUnavailable, DocumentError, InternalError,
                            ParserCrashed)
+from streams.log_format import log_context, record_fields
 from streams.metrics import STAGE_EVENTS, STAGE_SECONDS
 from topics.catalogue import TopicSpec
 
@@ -247,10 +248,17 @@ class _Runner:
 
     # -- one event ------------------------------------------------------------------
     async def handle_one(self, key: Optional[bytes], value: Optional[bytes]) -> None:
-        """Decode, guard, work, and fail the version when the work cannot succeed."""
-        record = await self.decode(key, value)
-        if record is None:
-            return
+        """Decode, guard, work, and fail the version when the work cannot succeed;
+        every line logged meanwhile carries the record's ids (streams/log_format.py)."""
+        with log_context(stage=self.stage.name):
+            record = await self.decode(key, value)
+            if record is None:
+                return
+            with log_context(**record_fields(record)):
+                await self.work_one(record)
+
+    async def work_one(self, record: Any) -> None:
+        """:meth:`handle_one` for a decoded ``record``."""
         started = time.perf_counter()
         if not await self.forever(lambda: self.wanted(record)):
             return
@@ -266,15 +274,27 @@ class _Runner:
                 await ledger.mark_step(record.document_id, record.version, step)
         error, attempts = await self.attempt(lambda: self.stage.work(self.ctx, record),
                                              deadline=self.deadline, after=mark_step)
+        if error is None:
+            self.log_done([record], started)
         await self.finish(record, error, attempts, started)
+
+    def log_done(self, records: Sequence[Any], started: float) -> None:
+        """One info line per document version in ``records`` whose work succeeded,
+        with its ids (the JSON log's per-stage trail of a document)."""
+        elapsed = time.perf_counter() - started
+        for group in _by_version(records):
+            with log_context(**record_fields(group[0])):
+                log.info("%s: done for %s v%s (%d record(s)) in %.2f s", self.stage.name,
+                         group[0].document_id, group[0].version, len(group), elapsed)
 
     async def finish(self, record: Any, error: Optional[BaseException], attempts: int,
                      started: float) -> None:
         """Metrics for a success; the failure path for an error (``attempts``: how
         many times the work ran)."""
         if error is None:
+            elapsed = time.perf_counter() - started
             STAGE_EVENTS.labels(self.stage.name, "ok").inc()
-            STAGE_SECONDS.labels(self.stage.name).observe(time.perf_counter() - started)
+            STAGE_SECONDS.labels(self.stage.name).observe(elapsed)
             return
         STAGE_EVENTS.labels(self.stage.name, "failed").inc()
         failure = failure_of(error, self.stage.name)
@@ -301,7 +321,13 @@ class _Runner:
     # -- a batch --------------------------------------------------------------------
     async def handle_batch(self, items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
         """Decode and guard each event, run the batch, and on a permanent failure run
-        it again one document version at a time."""
+        it again one document version at a time (log lines carry the stage, and the
+        document's ids where one document is worked on)."""
+        with log_context(stage=self.stage.name):
+            await self.work_batch(items)
+
+    async def work_batch(self, items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
+        """:meth:`handle_batch` inside its log context."""
         records = [r for r in [await self.decode(k, v) for k, v in items] if r is not None]
         started = time.perf_counter()
         wanted: dict[tuple[str, int], bool] = {}
@@ -315,18 +341,23 @@ class _Runner:
         error, attempts = await self.attempt(lambda: self.stage.work(self.ctx, records),
                                              deadline=self.deadline)
         if error is None:
+            self.log_done(records, started)
             await self.finish(records[0], None, attempts, started)
             return
         if isinstance(error, _DeadlineExceeded):  # a dependency stayed away too long
             for group in _by_version(records):
-                await self.finish(group[0], error, attempts, started)
+                with log_context(**record_fields(group[0])):
+                    await self.finish(group[0], error, attempts, started)
             return
         log.warning("%s: batch of %d failed (%s); retrying per document", self.stage.name,
                     len(records), error)
         for group in _by_version(records):
-            err, n = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),
-                                        deadline=self.deadline)
-            await self.finish(group[0], err, n, started)
+            with log_context(**record_fields(group[0])):
+                err, n = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),
+                                            deadline=self.deadline)
+                if err is None:
+                    self.log_done(group, started)
+                await self.finish(group[0], err, n, started)
 
 
 class _DeadlineExceeded(DependencyUnavailable):

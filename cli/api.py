@@ -33,10 +33,16 @@ def api_command(host: Optional[str] = typer.Option(None, help="listen address (s
     """Serve the HTTP API (uploads, status, SSE, dashboard) against the running stack."""
     import uvicorn
 
+    from streams.log_format import logging_config
+
     s = get_settings()
+    extra = {}
+    config = logging_config(s.log_format, log_level)  # RAGSTREAM_LOG_FORMAT=json: uvicorn's lines too
+    if config is not None:
+        extra["log_config"] = config
     uvicorn.run("api:create_app", factory=True, host=host or s.api_host,
                 port=port or s.api_port, workers=workers, log_level=log_level,
-                proxy_headers=True, timeout_graceful_shutdown=10)
+                proxy_headers=True, timeout_graceful_shutdown=10, **extra)
 
 
 async def _with_db(fn):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -88,6 +89,10 @@ class Settings(BaseSettings):
     # container sets metrics_host 0.0.0.0 so Prometheus and kubelet probes reach it
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
+
+    # log lines: text, or one JSON object per line with the record's document id,
+    # version, stage, project and trace id (streams/log_format.py)
+    log_format: Literal["text", "json"] = "text"
     # each stage worker refreshes its consumer-lag gauges (streams/lag.py) this often
     # (seconds; 0 = off)
     lag_refresh_s: float = 5.0

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from streams.app import STAGES, check_stages, create_app
+from streams.log_format import configure, logging_config
 from streams.settings import get_settings
 from streams.shutdown import install_shutdown_watchdog
 
@@ -52,6 +53,7 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     settings = get_settings()
+    configure(settings.log_format, loglevel)  # Faust applies the same config again when it starts
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions,
                               timeout_s=settings.broker_wait_s))
     serve_metrics(settings.metrics_port, settings.metrics_host)
@@ -60,15 +62,14 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     # the stage's own lag as Prometheus gauges, beside its other metrics
     install_lag_gauges(app, stage, settings.kafka_bootstrap, settings.lag_refresh_s)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
-    print(f"ragstream worker: stage {stage}; consumer group {app.conf.id}; "
-          f"broker {settings.kafka_bootstrap}", file=sys.stderr, flush=True)
+    _say(f"stage {stage}; consumer group {app.conf.id}; broker {settings.kafka_bootstrap}")
 
     @app.on_partitions_assigned.connect
     async def _ready(sender, assigned, **kwargs) -> None:  # noqa: ARG001
-        print(f"ragstream worker: {stage} ready, assigned {describe_assignment(assigned, app.conf.id)}",
-              file=sys.stderr, flush=True)
+        _say(f"{stage} ready, assigned {describe_assignment(assigned, app.conf.id)}")
 
-    worker = faust.Worker(app, loglevel=loglevel, quiet=True)
+    worker = faust.Worker(app, loglevel=loglevel, quiet=True,
+                          logging_config=logging_config(settings.log_format, loglevel))
     if not worker.stdout.isatty():
         # faust's start-up spinner (at loglevel warning and above) writes its cursor
         # hide/show codes and backspaces even to a file: a redirected log kept them
@@ -123,7 +124,13 @@ def _child_command(stage: str, loglevel: str) -> list[str]:
 
 
 def _say(text: str) -> None:
-    print(f"ragstream worker: {text}", file=sys.stderr, flush=True)
+    """A worker life-cycle line (started, ready, restarted, scaled): on stderr as
+    ``ragstream worker: TEXT``, or with ``RAGSTREAM_LOG_FORMAT=json`` a JSON line of
+    the logger ``streams.worker`` on stdout."""
+    if get_settings().log_format == "json":
+        logging.getLogger(__name__).info("ragstream worker: %s", text)
+    else:
+        print(f"ragstream worker: {text}", file=sys.stderr, flush=True)
 
 
 def supervise(stages: Sequence[str], loglevel: str = "info", autoscale: bool = False) -> int:
@@ -152,6 +159,7 @@ def supervise(stages: Sequence[str], loglevel: str = "info", autoscale: bool = F
     due: dict[Slot, float] = {}
     retiring: list[tuple[subprocess.Popen, float]] = []  # (child, SIGKILL after)
     settings = get_settings()
+    configure(settings.log_format, loglevel)
     grace_s = settings.shutdown_grace_s + STOP_GRACE_EXTRA_S
 
     def _stop(signum, _frame) -> None:

@@ -46,7 +46,8 @@ class ApiServer:
         log.parent.mkdir(parents=True, exist_ok=True)
         self.log = log
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "RAGSTREAM_API_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT)}
+               "RAGSTREAM_API_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT),
+               "RAGSTREAM_LOG_FORMAT": "json"}  # tests/test_log_format.py greps this log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cli.main", "api", "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "warning"],

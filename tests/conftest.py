@@ -86,7 +86,9 @@ def worker(stack):
                         env={"RAGSTREAM_METRICS_PORT": str(WORKER_METRICS_PORT),
                              # tests/test_delivery.py: the upload-outbox sweep acts fast
                              "RAGSTREAM_UPLOAD_SWEEP_AFTER_S": "10",
-                             "RAGSTREAM_UPLOAD_SWEEP_INTERVAL_S": "3"})
+                             "RAGSTREAM_UPLOAD_SWEEP_INTERVAL_S": "3",
+                             # the suite's worker logs JSON lines (tests/test_log_format.py)
+                             "RAGSTREAM_LOG_FORMAT": "json"})
     time.sleep(2)
     assert proc.poll() is None, "worker exited at start; see .ragstream-test/logs/worker.log"
     yield proc
