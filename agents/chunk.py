@@ -58,9 +58,12 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
     elements = await all_parts(ctx, ready)
     if elements is None:
         return  # more page ranges to come; the last one chunks the document
-    await ctx.emit(ready, DocumentStatus.CHUNKING, stage=STAGE, pages=ready.page_count)
+    # a split document's page count: its PDF's (normalize), or the highest page of any
+    # part (the event of one part counted only that part's pages)
+    pages = max([ready.page_count] + [e.get("metadata", {}).get("page_number") or 0 for e in elements])
+    await ctx.emit(ready, DocumentStatus.CHUNKING, stage=STAGE, pages=pages)
     if not elements:
-        raise EmptyDocument(f"no text in any of the {ready.page_count} pages"
+        raise EmptyDocument(f"no text in any of the {pages} pages"
                             if ready.parts > 1 else "no elements to chunk")
     store = await ctx.resources.store()
     params = ChunkParams(max_tokens=ctx.settings.embedder_max_tokens)
@@ -83,7 +86,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
     await store.put_bytes(
         processed_key(ready.project, ready.document_id, ready.version),
         orjson.dumps({"document_id": ready.document_id, "version": ready.version,
-                      "filename": ready.filename, "pages": ready.page_count, "parts": ready.parts,
+                      "filename": ready.filename, "pages": pages, "parts": ready.parts,
                       "chunks": [r.asdict() for r in records]}),
         "application/json", bucket=ready.bucket)
     for record in records:

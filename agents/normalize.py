@@ -53,6 +53,8 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
         if Path(result.path) != src:  # converted to PDF, or a repaired PDF
             key = normalized_key(event.project, event.document_id, event.version, result.filetype)
             await store.put_file(key, result.path, bucket=event.bucket)
+    if result.reason:  # e.g. "DOCX converted to PDF", "split into 28 parts of ..."
+        log.info("normalize: %s v%s: %s", event.document_id, event.version, result.reason)
     ranges = result.page_ranges if len(result.page_ranges) > 1 else [(0, 0)]
     partitions = await ctx.partition_count(ctx.topics.partition_tasks) if len(ranges) > 1 else 1
     for part, (start, end) in enumerate(ranges):

@@ -59,8 +59,10 @@ holds about as much text as a PDF page range.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 from stages import markup_parts, ooxml_parts
 
@@ -121,15 +123,51 @@ def unit_weights(path: Path, filetype: str) -> list[int]:
     return _WEIGHTS[filetype](path)
 
 
-def cut_part(path: Path, filetype: str, first: int, last: int, out_dir: Path) -> tuple[Path, int]:
-    """``(file, page_offset)``: a file of ``filetype`` in ``out_dir`` holding units
-    ``first``..``last`` (1-based, inclusive) of ``path``, and the number to add to the
-    ``page_number`` of every element parsed from it.  Raises ``ValueError`` when the
-    range is outside the document (its unit count has changed since normalize)."""
+class Part(NamedTuple):
+    """A cut part: ``path`` (a file of the document's type), ``page_offset`` (pages
+    before the part, to add to every ``page_number`` parsed from it, DOCX excepted:
+    partition passes it as unstructured's ``starting_page_number``) and
+    ``unnumbered_page`` (the page of elements parsed without a page number: a DOCX
+    part with no rendered page break of its own in a document that has some lies
+    wholly on the page after the breaks before it; None elsewhere)."""
+
+    path: Path
+    page_offset: int
+    unnumbered_page: Optional[int]
+
+
+def cut_part(path: Path, filetype: str, first: int, last: int, out_dir: Path) -> Part:
+    """The :class:`Part` holding units ``first``..``last`` (1-based, inclusive) of
+    ``path``, written in ``out_dir``.  Raises ``ValueError`` when the range is outside
+    the document (its unit count has changed since normalize)."""
     count = len(unit_weights(Path(path), filetype))  # parsed again: cheap beside the part's parse
     if not 1 <= first <= last <= count:
         raise ValueError(f"part {first}-{last} is outside the document's {count} {_UNIT_NAMES[filetype]}")
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"part-{first}-{last}.{filetype}"
     offset = _CUTS[filetype](Path(path), first, last, out)
-    return out, offset
+    unnumbered = None
+    if filetype == "docx" and (offset or ooxml_parts.docx_page_breaks(Path(path))):
+        unnumbered = 1 + offset
+    return Part(out, offset, unnumbered)
+
+
+#: element types unstructured gives no page number in a DOCX with page breaks either
+_NEVER_NUMBERED = frozenset({"Header", "Footer", "PageBreak"})
+
+
+def renumber_part(dicts: list[dict], filetype: str, first_unit: int, part: Part) -> None:
+    """Give the element dicts parsed from ``part`` (whose first unit is ``first_unit``)
+    the whole document's page numbers (``part.page_offset`` added, except for DOCX,
+    whose parse started at it; ``part.unnumbered_page`` for elements without one) and
+    ids that no other part repeats (unstructured hashes text, page and position on the
+    page, which restart in every part).  Changes ``dicts`` in place."""
+    offset = 0 if filetype == "docx" else part.page_offset
+    for d in dicts:
+        meta = d.setdefault("metadata", {})
+        if offset and isinstance(meta.get("page_number"), int):
+            meta["page_number"] += offset
+        elif part.unnumbered_page and meta.get("page_number") is None \
+                and d.get("type") not in _NEVER_NUMBERED:
+            meta["page_number"] = part.unnumbered_page
+        d["element_id"] = hashlib.sha256(f"part {first_unit}\0{d.get('element_id')}".encode()).hexdigest()[:32]

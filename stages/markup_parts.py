@@ -19,6 +19,7 @@ _XML_DECLARATION = re.compile(r"^\ufeff?\s*<\?xml[^>]*>")
 
 def _html_tree(path: Path):
     import lxml.html
+    from lxml import etree
 
     from stages.charsets import decode_html
 
@@ -26,24 +27,32 @@ def _html_tree(path: Path):
     root = lxml.html.document_fromstring(text) if text.strip() else None
     if root is None:
         raise ValueError("empty HTML")
+    # comments and processing instructions go, their tail text kept in place: a
+    # comment's tail between two units would otherwise belong to no unit (and stay
+    # in every part)
+    etree.strip_tags(root, etree.Comment, etree.ProcessingInstruction)
     return root
 
 
 def _html_spine(root):
-    """The element whose children are the units: body, or the first descendant with
-    more than one element child (a page wrapped in one or more single divs)."""
+    """``(spine, its element children: the units, the wrappers)``: the spine is body,
+    or the first descendant with more than one element child (a page wrapped in one
+    or more single divs); the wrappers are the elements from body down to the spine's
+    parent."""
     node = root.find("body")
     if node is None:
         node = root
+    wrappers = []
     while True:
         children = [c for c in node if isinstance(c.tag, str)]
         if len(children) != 1:
-            return node, children
+            return node, children, wrappers
+        wrappers.append(node)
         node = children[0]
 
 
 def html_weights(path: Path) -> list[int]:
-    _, children = _html_spine(_html_tree(path))
+    _, children, _ = _html_spine(_html_tree(path))
     return [len(c.text_content()) + len(c.tail or "") for c in children]
 
 
@@ -51,9 +60,13 @@ def cut_html(path: Path, first: int, last: int, out: Path) -> int:
     import lxml.html
 
     root = _html_tree(path)
-    spine, children = _html_spine(root)
-    if first > 1:
-        spine.text = None  # text before the first unit belongs to the first part
+    spine, children, wrappers = _html_spine(root)
+    if first > 1:  # text before the first unit (in the wrappers and the spine) is the first part's
+        for node in wrappers + [spine]:
+            node.text = None
+    if last < len(children):  # text after the spine and after each wrapper is the last part's
+        for node in wrappers[1:] + [spine]:
+            node.tail = None
     for c in children[:first - 1] + children[last:]:
         spine.remove(c)  # with its tail text (lxml keeps a tail on its element)
     head = root.find("head")
@@ -71,7 +84,24 @@ def cut_html(path: Path, first: int, last: int, out: Path) -> int:
 
 
 # ------------------------------------------------------------------ TXT / MD
-_FENCE = re.compile(r"^\s{0,3}(```|~~~)")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def _next_fence(fence: tuple[str, int] | None, line: str) -> tuple[str, int] | None:
+    """The open code fence after ``line`` (CommonMark): a run of 3+ backticks or
+    tildes opens one (a backtick fence's info string has no backtick); only a run of
+    the same character, at least as long, with nothing after it, closes it."""
+    match = _FENCE.match(line.rstrip("\r\n"))
+    if match is None:
+        return fence
+    run, rest = match.group(1), match.group(2)
+    if fence is None:
+        if run[0] == "`" and "`" in rest:
+            return None  # inline code, not a fence
+        return run[0], len(run)
+    if run[0] == fence[0] and len(run) >= fence[1] and not rest.strip():
+        return None
+    return fence
 
 
 def _paragraphs(path: Path, filetype: str) -> list[str]:
@@ -90,15 +120,15 @@ def _paragraphs(path: Path, filetype: str) -> list[str]:
             text = decode_fallback(data)
     paragraphs: list[str] = []
     current: list[str] = []
-    fenced = False
+    fence = None  # the open fence's (character, length), CommonMark: closed by the same
     for line in text.splitlines(keepends=True):
-        if filetype == "md" and _FENCE.match(line):
-            fenced = not fenced
         blank = not line.strip()
-        if not blank and current and not current[-1].strip() and not fenced:
-            paragraphs.append("".join(current))
-            current = []
+        if not blank and current and not current[-1].strip() and fence is None:
+            paragraphs.append("".join(current))  # decided before this line: a closing
+            current = []                          # fence stays with its block
         current.append(line)
+        if filetype == "md":
+            fence = _next_fence(fence, line)
     if current:
         paragraphs.append("".join(current))
     return paragraphs

@@ -66,6 +66,14 @@ def _docx_pages_before(blocks: list) -> int:
     return sum(1 for b in blocks for _ in b.iter(f"{{{_W}}}lastRenderedPageBreak"))
 
 
+def docx_page_breaks(path: Path) -> int:
+    """Rendered page breaks in the whole body of the DOCX at ``path`` (0: Word never
+    laid it out, and unstructured gives its elements no page numbers)."""
+    with zipfile.ZipFile(path) as zf:
+        _, _, body = _docx_body(zf)
+    return _docx_pages_before(_docx_blocks(body))
+
+
 def _block_sectpr(block):
     ppr = block.find(f"{{{_W}}}pPr")
     return None if ppr is None else ppr.find(f"{{{_W}}}sectPr")

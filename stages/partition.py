@@ -11,7 +11,6 @@ reason; zero elements from a non-empty file is always an error.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import tempfile
@@ -95,7 +94,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
     _prepare_libraries()
     label = filetype.upper()
     skipped: list[str] = []
-    page_offset = 0  # pages before a part of a split document (stages.document_parts)
+    part = None  # a part of a split document (stages.document_parts.Part)
     whole_bytes = path.stat().st_size
     attached: list[dict] = []  # element dicts of an e-mail's attachments (stages.email_attachments)
     with deadline(profile.timeout_s, f"partitioning {label} timed out after {profile.timeout_s:g} s"), \
@@ -104,7 +103,8 @@ def partition_file(path: Path, filetype: str, profile: Profile,
             if pages and filetype in document_parts.SPLIT_TYPES:
                 if filetype in ("docx", "pptx", "xlsx"):
                     parser_options.check_zip_parts(path, label)  # bounded before the cut reads a part
-                path, page_offset = document_parts.cut_part(path, filetype, *pages, Path(tmp) / "part")
+                part = document_parts.cut_part(path, filetype, *pages, Path(tmp) / "part")
+                path = part.path
             if filetype in ("docx", "pptx", "xlsx"):
                 path, skipped = _checked_office(path, filetype, label, Path(tmp))
             if filetype == "pdf":
@@ -124,7 +124,7 @@ def partition_file(path: Path, filetype: str, profile: Profile,
                 if filetype == "xml":
                     path = xml_depth.flatten(path, Path(tmp))
                 elements = _partition_native(path, filetype, profile, name, whole_bytes,
-                                             1 + page_offset if filetype == "docx" else 1)
+                                             1 + part.page_offset if part and filetype == "docx" else 1)
                 if not _has_content(elements) and filetype in ("docx", "pptx", "xlsx") and tesseract_available() \
                         and profile.strategy != "fast":
                     from stages.office_images import ocr_embedded_images
@@ -160,25 +160,14 @@ def partition_file(path: Path, filetype: str, profile: Profile,
     dicts = split_long_elements(text_hygiene.clean_elements([_plain(e.to_dict()) for e in elements]),
                                 limit("max_element_chars")) + attached
     check_count(len(dicts), "max_elements", "elements")
-    if pages and filetype in document_parts.SPLIT_TYPES:
-        _renumber_part(dicts, pages[0], 0 if filetype == "docx" else page_offset)
+    if part is not None:
+        document_parts.renumber_part(dicts, filetype, pages[0], part)
     for d in dicts:
         if filename:
             d["metadata"].pop("file_directory", None)
         if skipped:
             d["metadata"]["skipped_parts"] = skipped
     return dicts
-
-
-def _renumber_part(dicts: list[dict], first_unit: int, page_offset: int) -> None:
-    """Element dicts of one part of a split document given the whole document's page
-    numbers (``page_offset`` added) and ids that no other part repeats (unstructured
-    hashes text, page and position on the page, which restart in every part)."""
-    for d in dicts:
-        meta = d.get("metadata") or {}
-        if page_offset and isinstance(meta.get("page_number"), int):
-            meta["page_number"] += page_offset
-        d["element_id"] = hashlib.sha256(f"part {first_unit}\0{d.get('element_id')}".encode()).hexdigest()[:32]
 
 
 def _attachment(path: Path, filetype: str | None, name: str, profile: Profile, tmp: Path) -> list[dict]:

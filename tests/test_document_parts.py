@@ -122,6 +122,65 @@ def test_a_range_outside_the_document_is_refused(tmp_path):
         document_parts.cut_part(path, "pptx", 2, 4, tmp_path / "out")
 
 
+def test_docx_part_without_page_breaks_keeps_the_page_it_is_on(tmp_path):
+    """Word's rendered breaks stop at page 12 (a document saved before layout caught
+    up): the parts after that have no break of their own, and unstructured numbers
+    no page in such a file; their elements are on page 12, as in the whole file."""
+    import docx
+
+    path = build.long_docx(tmp_path / "late.docx", 24, table_every=0)
+    d = docx.Document(path)
+    for para in d.paragraphs:
+        match = re.fullmatch(r"Chapter (\d+)", para.text)
+        if match and int(match.group(1)) > 12:
+            for br in para._p.xpath(".//w:lastRenderedPageBreak"):
+                br.getparent().remove(br)
+    d.save(path)
+    ranges = document_parts.part_ranges(path, "docx", 3000)
+    assert len(ranges) >= 4, ranges
+    whole = partition_file(path, "docx", PROFILE, filename=path.name)
+    parts = _joined(path, "docx", ranges)
+    assert _texts(parts) == _texts(whole)
+    assert [t for t in _texts(parts) if t[0].startswith("mark-24-")] == \
+        [(t, 12) for t, _ in _texts(parts) if t.startswith("mark-24-")]
+
+
+def test_html_text_outside_the_units_is_in_one_part(tmp_path):
+    """Text around the wrapper divs and comments' tails between units: once, in
+    the part where it stands (the first for text before the units, the last for text
+    after them)."""
+    import lxml.html
+
+    page = ("<html><body>BEFORE-BODY<div>BEFORE-OUTER<div>BEFORE-SPINE"
+            + "".join(f"<p>para-{i} {'words ' * 12}</p><!-- c -->TAIL-{i}" for i in range(12))
+            + "</div>AFTER-SPINE</div>AFTER-OUTER</body></html>")
+    path = tmp_path / "wrapped.html"
+    path.write_text(page)
+    ranges = document_parts.part_ranges(path, "html", 250)
+    assert len(ranges) >= 3, ranges
+    texts = [lxml.html.parse(str(document_parts.cut_part(path, "html", a, b, tmp_path / "o").path))
+             .getroot().text_content() for a, b in ranges]
+    joined = "".join(texts)
+    words = ["BEFORE-BODY", "BEFORE-OUTER", "BEFORE-SPINE", "AFTER-SPINE", "AFTER-OUTER"]
+    assert all(joined.count(w) == 1 for w in words), texts
+    assert re.findall(r"TAIL-\d+", joined) == [f"TAIL-{i}" for i in range(12)], texts
+    assert "BEFORE-SPINE" in texts[0] and "AFTER-OUTER" in texts[-1]
+
+
+def test_markdown_parts_never_start_inside_a_code_fence(tmp_path):
+    """A blank line before a closing fence, a ``~~~`` inside a backtick fence and a
+    longer closing run (CommonMark): each fenced block stays one unit."""
+    from stages.markup_parts import _paragraphs
+
+    path = tmp_path / "fences.md"
+    path.write_text("intro\n\n```\ncode a\n\n```\n\nafter\n\n```python\nx\n\n~~~\n\ny\n````\n\n"
+                    "z\n\n~~~\nw\n\n```\n\n~~~~\n\nend\n")
+    assert _paragraphs(path, "md") == [
+        "intro\n\n", "```\ncode a\n\n```\n\n", "after\n\n", "```python\nx\n\n~~~\n\ny\n````\n\n",
+        "z\n\n", "~~~\nw\n\n```\n\n~~~~\n\n", "end\n"]
+    assert _paragraphs(path, "txt")[1] == "```\ncode a\n\n"  # plain text knows no fences
+
+
 def test_pack():
     assert document_parts.pack([], 10) == []
     assert document_parts.pack([3, 3, 3, 3], 6) == [(1, 2), (3, 4)]
@@ -177,4 +236,6 @@ def test_long_docx_and_markdown_through_the_pipeline_in_parts(stack, worker, pro
         assert found == build.markers(pages, per_page), r.path.name
         if r.path.suffix == ".docx":
             assert all(f"cell-{p}-2-2" in text for p in range(4, 41, 4))
+            # every part's pages: the whole document's count, every chunk on a page
+            assert body["pages"] == 40 and all(c["page_number"] >= 1 for c in body["chunks"])
     assert worker.poll() is None
