@@ -145,11 +145,7 @@ def cut_part(path: Path, filetype: str, first: int, last: int, out_dir: Path) ->
         raise ValueError(f"part {first}-{last} is outside the document's {count} {_UNIT_NAMES[filetype]}")
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"part-{first}-{last}.{filetype}"
-    offset = _CUTS[filetype](Path(path), first, last, out)
-    unnumbered = None
-    if filetype == "docx" and (offset or ooxml_parts.docx_page_breaks(Path(path))):
-        unnumbered = 1 + offset
-    return Part(out, offset, unnumbered)
+    return Part(out, *_CUTS[filetype](Path(path), first, last, out))
 
 
 #: element types unstructured gives no page number in a DOCX with page breaks either

@@ -5,8 +5,8 @@ fenced code block); their weights (characters) and a file holding a range of the
 ``html_weights`` / ``text_weights_of(filetype)`` return one int per unit, in reading
 order, and raise ValueError for an empty HTML document (OSError when unreadable);
 ``cut_html`` / ``cut_text_of(filetype)`` write units ``first..last`` (1-based,
-inclusive; the caller checks the range) to ``out`` and return 0: these types have
-no pages of their own.
+inclusive; the caller checks the range) to ``out`` and return ``(0, None)``: these
+types have no pages of their own.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def html_weights(path: Path) -> list[int]:
     return [len(c.text_content()) + len(c.tail or "") for c in children]
 
 
-def cut_html(path: Path, first: int, last: int, out: Path) -> int:
+def cut_html(path: Path, first: int, last: int, out: Path) -> tuple[int, None]:
     import lxml.html
 
     root = _html_tree(path)
@@ -80,7 +80,7 @@ def cut_html(path: Path, first: int, last: int, out: Path) -> int:
     charset.set("charset", "utf-8")
     head.insert(0, charset)
     out.write_bytes(lxml.html.tostring(root, encoding="utf-8", doctype="<!DOCTYPE html>"))
-    return 0
+    return 0, None
 
 
 # ------------------------------------------------------------------ TXT / MD
@@ -139,9 +139,9 @@ def text_weights_of(filetype: str):
 
 
 def cut_text_of(filetype: str):
-    def cut(path: Path, first: int, last: int, out: Path) -> int:
+    def cut(path: Path, first: int, last: int, out: Path) -> tuple[int, None]:
         paragraphs = _paragraphs(path, filetype)
         out.write_text("".join(paragraphs[first - 1:last]), encoding="utf-8")
-        return 0
+        return 0, None
     return cut
 

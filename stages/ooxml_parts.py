@@ -6,14 +6,16 @@ Every ``*_weights(path)`` returns one int per unit, in reading order, and raises
 reading the package raises (zipfile.BadZipFile, KeyError for a missing part, lxml
 errors, OSError).  Every ``cut_*(path, first, last, out)`` writes to ``out`` a package
 of the same type holding units ``first..last`` (1-based, inclusive; the caller checks
-the range) and returns the pages before them.  The decisions (what a part keeps of
-headers, sections, defined names) are listed in ``stages.document_parts``.
+the range) and returns ``(pages before them, the page of elements parsed without a
+page number, or None)``: see ``stages.document_parts.Part``.  The decisions (what a part
+keeps of headers, sections, defined names) are listed in ``stages.document_parts``.
 """
 from __future__ import annotations
 
 import copy
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 #: bytes of worksheet XML per character of cell text (corpus XLSX files: 6-11)
 XLSX_BYTES_PER_CHAR = 8
@@ -66,14 +68,6 @@ def _docx_pages_before(blocks: list) -> int:
     return sum(1 for b in blocks for _ in b.iter(f"{{{_W}}}lastRenderedPageBreak"))
 
 
-def docx_page_breaks(path: Path) -> int:
-    """Rendered page breaks in the whole body of the DOCX at ``path`` (0: Word never
-    laid it out, and unstructured gives its elements no page numbers)."""
-    with zipfile.ZipFile(path) as zf:
-        _, _, body = _docx_body(zf)
-    return _docx_pages_before(_docx_blocks(body))
-
-
 def _block_sectpr(block):
     ppr = block.find(f"{{{_W}}}pPr")
     return None if ppr is None else ppr.find(f"{{{_W}}}sectPr")
@@ -119,19 +113,22 @@ def _part_sections(body, blocks: list, first: int, last: int) -> None:
         body.append(trailing)
 
 
-def cut_docx(path: Path, first: int, last: int, out: Path) -> int:
+def cut_docx(path: Path, first: int, last: int, out: Path) -> tuple[int, Optional[int]]:
     from lxml import etree
 
     with zipfile.ZipFile(path) as zf:
         name, root, body = _docx_body(zf)
         blocks = _docx_blocks(body)
         offset = _docx_pages_before(blocks[:first - 1])
+        # unstructured numbers no page in a file without rendered breaks: a part with
+        # none of its own, of a document that has some, lies on the page after offset
+        unnumbered = 1 + offset if _docx_pages_before(blocks) else None
         _part_sections(body, blocks, first, last)
         for b in blocks[:first - 1] + blocks[last:]:
             body.remove(b)
         data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
         _rewrite_zip(zf, out, {name: data})
-    return offset
+    return offset, unnumbered
 
 
 # ------------------------------------------------------------------ PPTX
@@ -182,7 +179,8 @@ def _pptx_slides(zf: zipfile.ZipFile):
     return _listed_parts(zf, "ppt/presentation.xml", _P, "sldIdLst", "sldId")
 
 
-def _cut_listed(path: Path, first: int, last: int, out: Path, listed, what: str, tidy=None) -> int:
+def _cut_listed(path: Path, first: int, last: int, out: Path, listed, what: str,
+                tidy=None) -> tuple[int, None]:
     """Copy of the package with only items ``first..last`` of its list (``listed``:
     :func:`_pptx_slides` or :func:`_xlsx_sheets`), ``tidy(root)`` applied to the main
     part; returns the items before the range (the page offset)."""
@@ -196,7 +194,7 @@ def _cut_listed(path: Path, first: int, last: int, out: Path, listed, what: str,
             tidy(root)
         data = etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
         _rewrite_zip(zf, out, {name: data})
-    return first - 1
+    return first - 1, None
 
 
 def pptx_weights(path: Path) -> list[int]:
@@ -216,7 +214,7 @@ def pptx_weights(path: Path) -> list[int]:
     return weights
 
 
-def cut_pptx(path: Path, first: int, last: int, out: Path) -> int:
+def cut_pptx(path: Path, first: int, last: int, out: Path) -> tuple[int, None]:
     return _cut_listed(path, first, last, out, _pptx_slides, "slides")
 
 
@@ -246,7 +244,7 @@ def _tidy_workbook(root) -> None:
                 view.set(attr, "0")
 
 
-def cut_xlsx(path: Path, first: int, last: int, out: Path) -> int:
+def cut_xlsx(path: Path, first: int, last: int, out: Path) -> tuple[int, None]:
     return _cut_listed(path, first, last, out, _xlsx_sheets, "sheets", _tidy_workbook)
 
 
