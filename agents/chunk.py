@@ -20,7 +20,7 @@ from adapters.profiles_store import load_profile
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
-from stages.chunk import ChunkParams, chunk_elements
+from stages.chunk import ChunkParams, chunk_elements, highest_page
 from stages.errors import EmptyDocument
 from stages.image_chunks import image_chunks
 from stages.limits import check_count
@@ -60,7 +60,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
         return  # more page ranges to come; the last one chunks the document
     # a split document's page count: its PDF's (normalize), or the highest page of any
     # part (the event of one part counted only that part's pages)
-    pages = max([ready.page_count] + [e.get("metadata", {}).get("page_number") or 0 for e in elements])
+    pages = max(ready.page_count, highest_page(elements))
     await ctx.emit(ready, DocumentStatus.CHUNKING, stage=STAGE, pages=pages)
     if not elements:
         raise EmptyDocument(f"no text in any of the {pages} pages"

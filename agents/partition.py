@@ -26,16 +26,13 @@ from adapters.profiles_store import load_profile
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import DocumentStatus, ElementsReady, PartitionTask
+from stages.chunk import highest_page
 from stages.errors import EmptyDocument
 from stages.partition import partition_file
 from topics import PARTITION_TASKS
 
 STAGE = "partition"
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _page_count(elements: list[dict]) -> int:
-    return max((e.get("metadata", {}).get("page_number") or 0 for e in elements), default=0)
 
 
 _EXT = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp",
@@ -91,7 +88,7 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
         document_id=task.document_id, version=task.version, project=task.project,
         category=task.category, filename=task.filename, bucket=task.bucket,
         callback_url=task.callback_url, elements_key=key, element_count=len(elements),
-        page_count=task.page_count or _page_count(elements), part=task.part, parts=task.parts,
+        page_count=task.page_count or highest_page(elements), part=task.part, parts=task.parts,
         worker=WORKER))
 
 

@@ -45,6 +45,11 @@ FILL = 0.9
 CountTokens = Callable[[str], int]
 
 
+def highest_page(elements: list[dict]) -> int:
+    """The highest ``page_number`` among element dicts (0 when none has one): a
+    document's page count when its parts or page ranges are joined."""
+    return max((e.get("metadata", {}).get("page_number") or 0 for e in elements), default=0)
+
 @dataclass(frozen=True)
 class ChunkParams:
     """Chunk sizing: ``max_tokens`` (word pieces the embedder reads, special tokens

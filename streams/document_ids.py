@@ -51,6 +51,13 @@ def local_id(project: str, scoped: str) -> str:
     return scoped[len(prefix):] if scoped.startswith(prefix) else scoped
 
 
+def project_of(scoped: str) -> str | None:
+    """The project of a scoped id (the part before the first ``.``), or None for a
+    value without one (a row from before ids were scoped)."""
+    project, dot, _ = scoped.partition(".")
+    return project if dot else None
+
+
 def default_document_id(source_path: str) -> str:
     """``doc-`` + the first 24 hex digits of sha256 of ``source_path``: the file's path
     relative to the ingested directory, ``/``-separated (or the name the client sent

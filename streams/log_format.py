@@ -32,6 +32,8 @@ import logging.config
 import sys
 from typing import Any, Iterator, Optional
 
+from streams.document_ids import project_of
+
 #: the record fields every JSON line can carry, in this order
 CONTEXT_FIELDS = ("document_id", "version", "stage", "project", "trace_id")
 
@@ -59,8 +61,8 @@ def record_fields(record: Any) -> dict[str, Any]:
     """The :func:`log_context` fields of a pipeline record (any ``schemas`` record with
     ``document_id``/``version``/``project``; missing attributes are left out)."""
     fields = {name: getattr(record, name, None) for name in ("document_id", "version", "project")}
-    if fields["project"] is None and isinstance(fields["document_id"], str) and "." in fields["document_id"]:
-        fields["project"] = fields["document_id"].split(".", 1)[0]  # streams/document_ids.scoped_id
+    if fields["project"] is None and isinstance(fields["document_id"], str):
+        fields["project"] = project_of(fields["document_id"])
     return {k: v for k, v in fields.items() if v is not None}
 
 
