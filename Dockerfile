@@ -18,6 +18,7 @@ COPY adapters/ adapters/
 COPY streams/ streams/
 COPY api/ api/
 COPY cli/ cli/
+COPY mcp_server/ mcp_server/
 COPY devstack/ devstack/
 COPY search/ search/
 COPY drills/ drills/

@@ -82,9 +82,11 @@ def idempotency_key(document_id: str, version: int, status: str) -> str:
 
 def callback_body(*, document_id: str, project: str, version: int, status: str,
                   output: Optional[dict[str, str]], error: Optional[str], chunks: int,
-                  at: float, error_code: Optional[str] = None) -> bytes:
+                  at: float, error_code: Optional[str] = None,
+                  failed_parts: Optional[list] = None) -> bytes:
     """The JSON body (bytes) of a callback.  ``at`` is the Unix time (s) of the state;
-    ``error`` the human sentence and ``error_code`` the stable code of a FAILED one.
+    ``error`` the human sentence and ``error_code`` the stable code of a FAILED one;
+    ``partial``/``failed_parts`` a COMPLETED one's missing parts (adapters/failed_parts.py).
     ``document_id`` is the scoped id; the body carries the project's own id
     (streams/document_ids.py), as the API shows it."""
     return orjson.dumps({
@@ -93,6 +95,7 @@ def callback_body(*, document_id: str, project: str, version: int, status: str,
         "document_id": local_id(project, document_id), "project": project, "version": version,
         "status": status,
         "output": output, "chunks": chunks, "error": error, "error_code": error_code,
+        "partial": bool(failed_parts), "failed_parts": list(failed_parts or []),
         "at": datetime.fromtimestamp(at or time.time(), tz=timezone.utc).isoformat(),
         "at_unix": at,
     })

@@ -1,6 +1,7 @@
 """Erasing a deleted document's content from everything ragstream keeps besides the
 objects in S3 (agents/normalize.py deletes those): every physical Milvus collection
-of its project, the embedding cache, the file name in PostgreSQL, and — last — its
+of its project, the embedding cache, the file name, user metadata, failed-part
+reasons and a sync's source path in PostgreSQL, and — last — its
 data keys, which makes every sealed record of it on the topics and in dead letters
 unreadable (schemas/sealing.py; the broker never compacts: streams/broker_quirks.py,
 quirk 10).
@@ -18,6 +19,7 @@ import asyncpg
 
 from adapters import collection_aliases as ca
 from adapters.document_keys import DocumentKeys
+from adapters.failed_parts import erase_failed_parts
 from adapters.vector_store import VectorStore, quote_literal
 
 # the cache rows of the deleted versions' texts, unless a version of another document
@@ -63,15 +65,25 @@ async def erase_cache_entries(pool: asyncpg.Pool, document_id: str, up_to_versio
     return int(status.split()[-1])
 
 
-async def blank_file_names(pool: asyncpg.Pool, document_id: str, up_to_version: int) -> None:
-    """The file name of versions 1..``up_to_version`` blanked in ``document_versions``
-    and, when it shows one of them, in the status projection row ``documents`` (the
-    row itself stays: id, project, version, status DELETED)."""
+async def blank_names_and_metadata(pool: asyncpg.Pool, document_id: str, up_to_version: int) -> None:
+    """The file name and the user metadata of versions 1..``up_to_version`` blanked in
+    ``document_versions`` and, when it shows one of them, the file name in the status
+    projection row ``documents`` (the row itself stays: id, project, version, status
+    DELETED)."""
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("UPDATE document_versions SET filename = '' WHERE document_id = $1"
-                           " AND version <= $2 AND filename <> ''", document_id, int(up_to_version))
+        await conn.execute("UPDATE document_versions SET filename = '', user_metadata = NULL"
+                           " WHERE document_id = $1 AND version <= $2"
+                           " AND (filename <> '' OR user_metadata IS NOT NULL)", document_id, int(up_to_version))
         await conn.execute("UPDATE documents SET filename = '' WHERE document_id = $1"
                            " AND version <= $2 AND filename <> ''", document_id, int(up_to_version))
+
+
+async def forget_source_paths(pool: asyncpg.Pool, document_id: str, up_to_version: int) -> None:
+    """The ``source_objects`` rows (``ragstream sync``: its path in the source, a file
+    name by another name) of versions 1..``up_to_version``: a synced document deleted
+    by hand keeps no path; a later sync that still lists it adds it again."""
+    await pool.execute("DELETE FROM source_objects WHERE document_id = $1 AND version <= $2",
+                       document_id, int(up_to_version))
 
 
 def delete_from_every_collection(store: VectorStore, project: str, document_id: str,
@@ -95,5 +107,7 @@ async def erase_document(*, store: VectorStore, pool: asyncpg.Pool, keys: Docume
     Errors: pymilvus' and asyncpg's (transient ones are retried by the stage runner)."""
     await asyncio.to_thread(delete_from_every_collection, store, project, document_id, up_to_version)
     await erase_cache_entries(pool, document_id, up_to_version)
-    await blank_file_names(pool, document_id, up_to_version)
+    await blank_names_and_metadata(pool, document_id, up_to_version)
+    await erase_failed_parts(pool, document_id, up_to_version)
+    await forget_source_paths(pool, document_id, up_to_version)
     await keys.shred(document_id, up_to_version)

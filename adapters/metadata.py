@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 import asyncpg
+import orjson
 
 from adapters.pg_pool import create_pool
 from adapters.version_ledger import VersionLedger
@@ -31,8 +32,9 @@ from schemas import StatusEvent
 
 PROJECT_STATUS = """
 INSERT INTO documents AS d (document_id, project, filename, version, status, seq, stage,
-                            chunks_total, chunks_done, pages, error, callback_url, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+                            chunks_total, chunks_done, pages, error, callback_url, updated_at,
+                            partial, failed_parts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb)
 ON CONFLICT (document_id) DO UPDATE SET
     project = EXCLUDED.project,
     filename = CASE WHEN EXCLUDED.status = 'DELETED' THEN ''
@@ -45,7 +47,8 @@ ON CONFLICT (document_id) DO UPDATE SET
     pages = GREATEST(EXCLUDED.pages, CASE WHEN d.version = EXCLUDED.version THEN d.pages ELSE 0 END),
     error = EXCLUDED.error,
     callback_url = COALESCE(EXCLUDED.callback_url, d.callback_url),
-    updated_at = EXCLUDED.updated_at
+    updated_at = EXCLUDED.updated_at,
+    partial = EXCLUDED.partial, failed_parts = EXCLUDED.failed_parts
 WHERE d.seq < EXCLUDED.seq
 RETURNING document_id
 """
@@ -55,6 +58,24 @@ RETURNING document_id
 _DOC_COLUMNS = ("d.*, CASE WHEN d.status = 'FAILED' THEN v.error_code END AS error_code"
                 " FROM documents d LEFT JOIN document_versions v"
                 " ON v.document_id = d.document_id AND v.version = d.version")
+
+
+async def versions_metadata(pool: asyncpg.Pool, versions: set[tuple[str, int]]) -> dict[tuple[str, int], dict]:
+    """The user metadata of document versions: ``{(document_id, version): object}``
+    for those that have one (one query; versions without metadata are left out)."""
+    if not versions:
+        return {}
+    ids, numbers = zip(*sorted(versions))
+    rows = await pool.fetch(
+        "SELECT v.document_id, v.version, v.user_metadata::text AS meta FROM document_versions v"
+        " JOIN unnest($1::text[], $2::int[]) AS w(document_id, version)"
+        " ON w.document_id = v.document_id AND w.version = v.version"
+        " WHERE v.user_metadata IS NOT NULL", list(ids), list(numbers))
+    return {(r["document_id"], r["version"]): orjson.loads(r["meta"]) for r in rows}
+
+
+class DocumentGone(LookupError):
+    """A change of a document (a metadata update) that a delete got to first."""
 
 
 class DocumentIdInUse(ValueError):
@@ -98,7 +119,9 @@ class Metadata:
     async def register_version(self, *, document_id: str, project: str, category: str,
                                filename: str, sha256: str, size: int, raw_key_for,
                                callback_url: Optional[str] = None,
-                               content_type: Optional[str] = None) -> VersionAllocation:
+                               content_type: Optional[str] = None,
+                               user_metadata: Optional[dict] = None,
+                               require_live: bool = False) -> VersionAllocation:
         """Allocate the version for an upload of ``sha256`` under ``document_id``.
 
         Same bytes as the latest version → that version (``created=False``, and
@@ -108,12 +131,19 @@ class Metadata:
         the lagging projection).  ``raw_key_for(version) -> str`` names the raw
         object.  Serialised per document by an advisory lock.  Raises DocumentIdInUse
         when the id belongs to another project.
+
+        ``user_metadata`` (validated: schemas/user_metadata.py): None keeps the latest
+        version's metadata; an object (``{}`` clears it) that differs from the latest
+        version's makes a new version even for the same bytes — so changing metadata
+        is a re-upload whose embeddings all come from the embedding cache.
+        ``require_live``: raise DocumentGone when no version exists or a delete covers
+        the latest (a metadata update never brings a deleted document back).
         """
         async with self.pool.acquire() as conn:
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", document_id)
                 row = await conn.fetchrow(
-                    "SELECT v.version, v.sha256, v.raw_key, v.project, v.queued_at,"
+                    "SELECT v.version, v.sha256, v.raw_key, v.project, v.queued_at, v.user_metadata::text,"
                     " o.outcome, coalesce(x.up_to_version, 0) AS deleted_up_to"
                     " FROM document_versions v"
                     " LEFT JOIN version_outcomes o ON o.document_id = v.document_id AND o.version = v.version"
@@ -122,18 +152,23 @@ class Metadata:
                 if row and row["project"] != project:
                     raise DocumentIdInUse(
                         f"document id {document_id!r} is in use by another project")
+                if require_live and (row is None or row["deleted_up_to"] >= row["version"]):
+                    raise DocumentGone(f"document {document_id!r} was deleted")
+                latest_meta = orjson.loads(row["user_metadata"]) if row and row["user_metadata"] else None
+                if user_metadata is None:
+                    user_metadata = latest_meta
                 if (row and row["sha256"] == sha256 and row["outcome"] != "FAILED"
-                        and row["deleted_up_to"] < row["version"]):
+                        and row["deleted_up_to"] < row["version"] and (user_metadata or None) == latest_meta):
                     return VersionAllocation(document_id, row["version"], False, row["raw_key"],
                                              queued=row["queued_at"] is not None)
                 version = (row["version"] if row else 0) + 1
                 key = raw_key_for(version)
                 await conn.execute(
                     "INSERT INTO document_versions (document_id, version, project, category, filename,"
-                    " sha256, size, raw_key, callback_url, content_type)"
-                    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+                    " sha256, size, raw_key, callback_url, content_type, user_metadata)"
+                    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11::jsonb)",
                     document_id, version, project, category, filename, sha256, size, key,
-                    callback_url, content_type)
+                    callback_url, content_type, orjson.dumps(user_metadata).decode() if user_metadata else None)
                 return VersionAllocation(document_id, version, True, key)
 
     async def mark_queued(self, document_id: str, version: int) -> None:
@@ -168,7 +203,8 @@ class Metadata:
         row = await self.pool.fetchval(
             PROJECT_STATUS, event.document_id, event.project, event.filename or "", event.version,
             event.status, event.seq, event.stage, event.chunks_total, event.chunks_done,
-            event.pages, event.error, event.callback_url, at)
+            event.pages, event.error, event.callback_url, at, bool(getattr(event, "partial", False)),
+            orjson.dumps(event.failed_parts).decode() if getattr(event, "failed_parts", None) else None)
         code = getattr(event, "error_code", None)
         if code:  # one terminal state per version: the code of its FAILED event
             await self.pool.execute(

@@ -12,7 +12,7 @@ SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60,
 :func:`rrf_fuse`: ties broken by the two scores).
 
-Size: ~550 lines — one client class whose every call shares the reconnect wrapper
+Size: ~690 lines — one client class whose every call shares the reconnect wrapper
 (``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
 reads from writes would export those private helpers across modules.
 
@@ -100,6 +100,26 @@ ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
 RRF_K = 60
 OUTPUT_FIELDS = ["chunk_id", "document_id", "version", "chunk_index", "page_number",
                  "element_types", "filename", "project", "category", "text"]
+#: the JSON field of user metadata (schemas/user_metadata.py); collections made before
+#: it have none (Milvus Lite 3.2 cannot add a field: ``add_collection_field`` answers
+#: UNIMPLEMENTED, measured 2026-12-05), so rows lose it there and a metadata filter is
+#: refused until ``ragstream reindex`` builds a collection with it
+METADATA = "metadata"
+
+
+class NoMetadataField(LookupError):
+    """A metadata filter on a collection made before the ``metadata`` field existed."""
+
+
+def chunk_row(chunk: Any, user_metadata: Optional[dict] = None) -> dict[str, Any]:
+    """The Milvus row of an embedded chunk (``schemas.EmbeddedChunk``, opened) and its
+    version's user metadata (None: the row's ``metadata`` is null); the index stage
+    and a reindex's replay write the same rows."""
+    return {"chunk_id": chunk.chunk_id, "vector": list(chunk.vector), "document_id": chunk.document_id,
+            "version": chunk.version, "chunk_index": chunk.index, "page_number": chunk.page_number,
+            "element_types": ",".join(chunk.element_types), "filename": chunk.filename,
+            "project": chunk.project, "category": chunk.category, "text": chunk.text,
+            METADATA: user_metadata}
 
 
 @dataclass
@@ -266,7 +286,7 @@ def _await_collection(client: MilvusClient, name: str, timeout_s: float = 30.0) 
         time.sleep(0.05)
 
 
-def create_chunk_collection(client: MilvusClient, name: str) -> None:
+def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool = True) -> None:
     """Create the physical collection ``name`` with the chunk schema (fields, BM25
     function), then its FLAT/IP and sparse indexes; every step is idempotent and
     safe against another process doing the same at once.
@@ -274,7 +294,9 @@ def create_chunk_collection(client: MilvusClient, name: str) -> None:
     Each step runs separately (not ``create_collection(index_params=...)``): a
     creator that loses the race for the collection still makes sure the indexes
     exist before it names the collection in an alias, so nobody loads a
-    collection without indexes ("no index on collection", seen under the race)."""
+    collection without indexes ("no index on collection", seen under the race).
+    ``with_metadata`` False makes the schema of collections made before the
+    ``metadata`` field existed (tests of that upgrade path)."""
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
@@ -287,6 +309,8 @@ def create_chunk_collection(client: MilvusClient, name: str) -> None:
     schema.add_field("project", DataType.VARCHAR, max_length=64)
     schema.add_field("category", DataType.VARCHAR, max_length=128)
     schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True, analyzer_params=ANALYZER)
+    if with_metadata:
+        schema.add_field(METADATA, DataType.JSON, nullable=True)
     schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
                                  input_field_names=["text"], output_field_names=[SPARSE]))
@@ -365,7 +389,7 @@ class VectorStore:
         self.connect_timeout_s = connect_timeout_s
         self._client: Optional[MilvusClient] = None
         self._ready: set[str] = set()
-        self._bm25: dict[str, bool] = {}  # alias → its collection has the BM25 field
+        self._fields: dict[str, frozenset[str]] = {}  # alias → its collection's field names
         self._ensure_lock = threading.Lock()
         self._lock = threading.Lock()
         self._flush_gate = threading.Lock()  # flush vs. writes/counts: Milvus Lite quirk above
@@ -398,7 +422,7 @@ class VectorStore:
             else:
                 client = None
             self._ready.clear()
-            self._bm25.clear()
+            self._fields.clear()
         if client is not None:
             try:
                 client.close()
@@ -485,7 +509,7 @@ class VectorStore:
             _unless_exists(lambda: client.create_alias(physical, alias))
         client.load_collection(alias, timeout=self.timeout_s)
         fields = client.describe_collection(alias, timeout=self.timeout_s).get("fields", [])
-        self._bm25[alias] = any(f.get("name") == SPARSE for f in fields)
+        self._fields[alias] = frozenset(f.get("name") for f in fields)
         self._ready.add(alias)
         return alias
 
@@ -497,8 +521,27 @@ class VectorStore:
             row["text"] = row["text"][: TEXT_MAX // 4]  # VARCHAR limit is in bytes (UTF-8 ≤ 4)
             row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
         rows = list(rows)
-        self._gated("upsert", lambda c: self._on(c, alias, lambda n: c.upsert(n, rows, timeout=self.timeout_s)))
+
+        def upsert(c: MilvusClient, name: str) -> Any:
+            fitted = rows if METADATA in self._fields.get(alias, ()) else \
+                [{k: v for k, v in row.items() if k != METADATA} for row in rows]
+            return c.upsert(name, fitted, timeout=self.timeout_s)
+
+        self._gated("upsert", lambda c: self._on(c, alias, lambda n: upsert(c, n)))
         return len(rows)
+
+    def output_fields(self, alias: str) -> list[str]:
+        """The fields a search returns from ``alias``'s collection (known once
+        :meth:`_ensure` loaded it): :data:`OUTPUT_FIELDS`, plus ``metadata`` when the
+        collection has that field."""
+        return OUTPUT_FIELDS + ([METADATA] if METADATA in self._fields.get(alias, ()) else [])
+
+    def has_metadata_field_sync(self, project: str, alias: str = "prod") -> bool:
+        """Whether the project's ``alias`` collection has the ``metadata`` field (one made
+        before it has not: ``ragstream reindex`` makes a new one that has)."""
+        name = alias_for(project, alias)
+        return self._call("describe", lambda c: METADATA in self._fields.get(
+            self._ensure(c, name, alias == "prod"), ()))
 
     def _on(self, client: MilvusClient, alias: str, fn: Callable[[str], T], create: bool = True) -> T:
         """``fn(name)`` on the alias's collection (:meth:`_ensure`).  A collection
@@ -533,10 +576,10 @@ class VectorStore:
         self._gated("delete", delete)
 
     def forget_alias(self, alias: str) -> None:
-        """Drop what this store remembers of ``alias`` (loaded, BM25 field): after its
+        """Drop what this store remembers of ``alias`` (loaded, its fields): after its
         collection was dropped, the next call looks again (and creates it if it writes)."""
         self._ready.discard(alias)
-        self._bm25.pop(alias, None)
+        self._fields.pop(alias, None)
 
     def forget(self, project: str) -> None:
         """:meth:`forget_alias` for the project's prod and test aliases."""
@@ -596,7 +639,7 @@ class VectorStore:
         data = [list(vector)]
         flt = scoped_filter(project, filter)
         res = self._call("search", lambda c: self._on(c, name, lambda n: c.search(
-            n, data=data, limit=k, filter=flt, output_fields=OUTPUT_FIELDS, anns_field="vector",
+            n, data=data, limit=k, filter=flt, output_fields=self.output_fields(name), anns_field="vector",
             timeout=self.timeout_s), create=alias == "prod"))
         hits = []
         for hit in res[0] if res else []:
@@ -616,7 +659,7 @@ class VectorStore:
         :meth:`search_sync`."""
         name, create = alias_for(project, alias), alias == "prod"
         reason = None
-        if not self._call("describe", lambda c: self._bm25.get(self._ensure(c, name, create), False)):
+        if not self._call("describe", lambda c: SPARSE in self._fields.get(self._ensure(c, name, create), ())):
             reason = f"collection {name} has no BM25 field (made before hybrid search): dense only"
         elif not re.search(r"\w", query):
             reason = "query has no word to match: dense only"
@@ -630,7 +673,7 @@ class VectorStore:
             dense_f = pool.submit(self.search_sync, project, q, k, filter, alias)
             bm25_f = pool.submit(self._call, "search", lambda c: self._on(c, name, lambda n: c.search(
                 n, data=[query], limit=k, filter=scoped_filter(project, filter),
-                output_fields=OUTPUT_FIELDS + ["vector"], anns_field=SPARSE,
+                output_fields=self.output_fields(name) + ["vector"], anns_field=SPARSE,
                 search_params={"metric_type": "BM25"}, timeout=self.timeout_s), create=create))
             dense_hits = [{**h, "dense_score": h["score"]} for h in dense_f.result()]
             bm25 = bm25_f.result()
@@ -658,6 +701,9 @@ class VectorStore:
 
     async def count(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         return await asyncio.to_thread(self.count_sync, project, document_id, version)
+
+    async def has_metadata_field(self, project: str, alias: str = "prod") -> bool:
+        return await asyncio.to_thread(self.has_metadata_field_sync, project, alias)
 
     async def search(self, project: str, vector: Sequence[float], k: int = 5,
                      filter: str = "", alias: str = "prod") -> list[dict[str, Any]]:

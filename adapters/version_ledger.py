@@ -130,13 +130,23 @@ class VersionLedger:
             "UPDATE version_outcomes SET announced = true WHERE document_id = $1 AND version = $2",
             document_id, version)
 
-    async def record_deletion(self, document_id: str, project: str, up_to_version: int) -> None:
-        """Tombstone: versions ``<= up_to_version`` of the document are deleted."""
-        await self.pool.execute(
-            "INSERT INTO document_deletions (document_id, project, up_to_version) VALUES ($1, $2, $3)"
-            " ON CONFLICT (document_id) DO UPDATE SET up_to_version ="
-            " GREATEST(document_deletions.up_to_version, EXCLUDED.up_to_version), at = now()",
-            document_id, project, up_to_version)
+    async def record_deletion(self, document_id: str, project: str, up_to_version: int,
+                              through_latest: bool = False) -> int:
+        """Tombstone: versions ``<= up_to_version`` of the document are deleted; with
+        ``through_latest``, every version registered by now too, read under the
+        registry's per-document lock (adapters/metadata.register_version takes the
+        same), so a version registered while the delete was on its way (a metadata
+        PUT racing a DELETE: a newcomer's finding, 2026-12-05) is deleted instead of
+        outliving it.  Returns the version the tombstone covers up to."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", document_id)
+            return int(await conn.fetchval(
+                "INSERT INTO document_deletions (document_id, project, up_to_version)"
+                " VALUES ($1, $2, GREATEST($3::int, CASE WHEN $4 THEN (SELECT coalesce(max(version), 0)"
+                "                  FROM document_versions WHERE document_id = $1) ELSE 0 END))"
+                " ON CONFLICT (document_id) DO UPDATE SET up_to_version ="
+                " GREATEST(document_deletions.up_to_version, EXCLUDED.up_to_version), at = now()"
+                " RETURNING up_to_version", document_id, project, up_to_version, through_latest))
 
     async def step_done(self, document_id: str, version: int, step: str) -> bool:
         """True once :meth:`mark_step` ran for this version and step."""

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import orjson
 
+from adapters.failed_parts import failed_parts, record_failed_parts
 from adapters.object_keys import elements_key, processed_key, work_prefix
 from adapters.profiles_store import load_profile
 from agents.context import StageContext
 from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, ElementsReady, chunk_id
 from stages.chunk import ChunkParams, chunk_elements, highest_page
-from stages.errors import EmptyDocument
+from stages.errors import EmptyDocument, error_with_code
 from stages.image_chunks import image_chunks
 from stages.limits import check_count
 from topics import ELEMENTS
@@ -58,6 +59,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
     elements = await all_parts(ctx, ready)
     if elements is None:
         return  # more page ranges to come; the last one chunks the document
+    await account_failed_parts(ctx, ready, elements)
     # a split document's page count: its PDF's (normalize), or the highest page of any
     # part (the event of one part counted only that part's pages)
     pages = max(ready.page_count, highest_page(elements))
@@ -93,6 +95,26 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
         await ctx.topics.chunks.send(key=ready.document_id, value=record)
     await ctx.delivered()  # the chunks are stored before the step's marker
     await ledger.mark_step(ready.document_id, ready.version, STAGE)
+
+
+async def account_failed_parts(ctx: StageContext, ready: ElementsReady, elements: list[dict]) -> None:
+    """Partial success at the join: a split document whose every part failed fails
+    with its first part's code and every part's reason; parts the parser skipped
+    (attachments, embedded parts: elements' ``metadata.skipped_parts``, each
+    ``"name: reason"``) are recorded as failed parts with code ``skipped``
+    (adapters/failed_parts.py), so the COMPLETED status lists them."""
+    pool = (await ctx.resources.metadata()).pool
+    failed = await failed_parts(pool, ready.document_id, ready.version) if ready.parts > 1 else []
+    if ready.parts > 1 and len(failed) >= ready.parts:
+        reasons = "; ".join(f"{f['part']}: {f['reason']}" for f in failed)
+        raise error_with_code(failed[0]["code"], f"every part failed ({reasons})"[:2000])
+    skipped: dict[str, str] = {}
+    for el in elements:
+        for entry in (el.get("metadata") or {}).get("skipped_parts") or []:
+            name, _, reason = str(entry).partition(": ")
+            skipped.setdefault(name, reason or "skipped by the parser")
+    await record_failed_parts(pool, ready.document_id, ready.version,
+                              [(name, "skipped", reason) for name, reason in skipped.items()])
 
 
 def stage(ctx: StageContext) -> Stage:

@@ -15,6 +15,7 @@ from schemas import DocumentStatus, status_event
 from streams.bound_topics import BoundTopics, bind_topics
 from streams.resources import Resources
 from streams.settings import Settings
+from streams import tracing
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,7 @@ class TrackedTopic:
         return getattr(self._topic, name)
 
     async def send(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["headers"] = tracing.headers_for(kwargs.get("value"), kwargs.get("headers"))
         if self._seal is not None and isinstance(kwargs.get("value"), faust.Record):
             kwargs["value"] = await self._seal(kwargs["value"])
         fut = await self._topic.send(*args, **kwargs)
@@ -130,14 +132,16 @@ class StageContext:
 
     async def emit(self, ref, status: DocumentStatus, *, stage: str, chunks_total: int = 0,
                    chunks_done: int = 0, pages: int = 0, error: Optional[str] = None,
-                   error_code: Optional[str] = None, at: Optional[float] = None) -> None:
+                   error_code: Optional[str] = None, at: Optional[float] = None,
+                   failed_parts: Optional[list] = None) -> None:
         """Send one status transition for the document version ``ref`` names
         (``error``: the human sentence; ``error_code``: its stages.errors code;
-        ``at``: the event's time in Unix seconds, now by default)."""
+        ``at``: the event's time in Unix seconds, now by default; ``failed_parts``:
+        a partial COMPLETED's missing parts)."""
         await self.topics.status.send(key=ref.document_id, value=status_event(
             ref.document_id, ref.version, status, stage=stage, project=ref.project,
             filename=ref.filename, chunks_total=chunks_total, chunks_done=chunks_done,
-            pages=pages, error=error, error_code=error_code, at=at,
+            pages=pages, error=error, error_code=error_code, at=at, failed_parts=failed_parts,
             callback_url=getattr(ref, "callback_url", None)))
 
     async def delivered(self) -> None:

@@ -35,6 +35,8 @@ from typing import Awaitable, Callable, Sequence
 from agents.context import StageContext
 from agents.outcomes import complete_version
 from agents.runner import Stage
+from adapters.metadata import versions_metadata
+from adapters.vector_store import chunk_row
 from schemas import DocumentStatus, EmbeddedChunk
 from stages.errors import InternalError
 from topics import EMBEDDINGS
@@ -95,15 +97,6 @@ class TrailingFlush:
             log.warning("index: flush of project %s failed: %s", project, exc)
 
 
-def _row(chunk: EmbeddedChunk) -> dict:
-    return {
-        "chunk_id": chunk.chunk_id, "vector": chunk.vector, "document_id": chunk.document_id,
-        "version": chunk.version, "chunk_index": chunk.index, "page_number": chunk.page_number,
-        "element_types": ",".join(chunk.element_types), "filename": chunk.filename,
-        "project": chunk.project, "category": chunk.category, "text": chunk.text,
-    }
-
-
 async def settle_version(ctx: StageContext, chunk: EmbeddedChunk) -> None:
     """After an upsert of ``chunk``'s version: undo it if the version is no longer
     wanted, else complete the version when all its chunks are stored."""
@@ -138,9 +131,12 @@ async def index_batch(ctx: StageContext, chunks: Sequence[EmbeddedChunk],
     for chunk in chunks:
         if chunk.index == 0:
             await ctx.emit(chunk, DocumentStatus.INDEXING, stage=STAGE, chunks_total=chunk.total)
+    metadata = await ctx.resources.metadata()
+    user_metadata = await versions_metadata(metadata.pool, {(c.document_id, c.version) for c in chunks})
     by_project: dict[str, list[dict]] = {}
     for chunk in chunks:
-        by_project.setdefault(chunk.project, []).append(_row(chunk))
+        by_project.setdefault(chunk.project, []).append(
+            chunk_row(chunk, user_metadata.get((chunk.document_id, chunk.version))))
     for project, rows in by_project.items():
         await ctx.resources.vectors.upsert(project, rows)
         if flusher is not None:

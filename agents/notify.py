@@ -69,7 +69,8 @@ class Notifier:
         body = callback_body(document_id=event.document_id, project=event.project,
                              version=event.version, status=event.status, output=output,
                              error=event.error, chunks=event.chunks_done or event.chunks_total,
-                             at=event.at, error_code=event.error_code)
+                             at=event.at, error_code=event.error_code,
+                             failed_parts=getattr(event, "failed_parts", None))
         cb = await self.callbacks()
         created = await cb.enqueue(document_id=event.document_id, version=event.version,
                                    status=event.status, project=event.project,

@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any, Optional
 
+from adapters.failed_parts import failed_parts
 from adapters.version_ledger import Outcome
 from agents.context import StageContext
 from agents.retry_policy import retry_transient
@@ -24,7 +25,8 @@ async def announce(ctx: StageContext, ref: Any, outcome: Outcome, *, stage: str)
     """Send the status event of a claimed outcome and mark it announced.
 
     COMPLETED first removes the document's older versions from Milvus, so search
-    holds only the current version once the event is out.  ``ref`` is any record
+    holds only the current version once the event is out; a version with failed
+    parts (adapters/failed_parts.py) completes with ``partial`` and their list.  ``ref`` is any record
     of the version (document_id, version, project, filename, callback_url).
 
     The event's ``at`` is the claim's time (``outcome.at``), not now: a worker
@@ -36,8 +38,9 @@ async def announce(ctx: StageContext, ref: Any, outcome: Outcome, *, stage: str)
     ledger = (await ctx.resources.metadata()).ledger
     if outcome.outcome == DocumentStatus.COMPLETED.value:
         await ctx.resources.vectors.delete_versions_below(ref.project, ref.document_id, ref.version)
+        missing = await failed_parts(ledger.pool, ref.document_id, ref.version)
         await ctx.emit(ref, DocumentStatus.COMPLETED, stage=stage, chunks_total=outcome.chunks,
-                       chunks_done=outcome.chunks, at=outcome.at)
+                       chunks_done=outcome.chunks, at=outcome.at, failed_parts=missing)
     else:
         await ctx.resources.vectors.delete_version(ref.project, ref.document_id, ref.version)
         code, reason = decode_reason(outcome.reason)

@@ -8,6 +8,13 @@ Image payloads (``metadata.image_base64``: PDF image crops) are moved out of the
 elements into objects of their own (``adapters.object_keys.image_key``), each
 element keeping an ``s3://bucket/key`` reference in ``metadata.image_key``
 (:func:`store_images`), for image chunks and the enhance stage's model.
+
+Partial success: when one part of a split document fails for good (after its
+retries) and the profile has ``allow_partial`` (the default), :func:`salvage_part`
+records it (adapters/failed_parts.py) and stores zero elements for it, so the join
+in the chunk stage goes on with the other parts; the document ends COMPLETED with
+``partial: true`` and the part listed.  Off, or for a document in one piece, the
+failure fails the version as before.
 """
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ from pathlib import Path
 
 import orjson
 
+from adapters.failed_parts import record_failed_parts
 from adapters.object_keys import elements_key, image_key, object_uri
 from adapters.object_store import ObjectStore
 from adapters.profiles_store import load_profile
@@ -82,6 +90,34 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
                 raise
             elements = []  # blank pages in this range; the join decides for the document
     await store_images(store, task, elements)
+    await send_elements(ctx, task, elements)
+
+
+def part_name(task: PartitionTask) -> str:
+    """How a part is named in the status: ``pages 33-64`` for a PDF's page range,
+    ``part 3 of 9`` for another document's unit range (DOCX blocks, slides, …)."""
+    if task.filetype == "pdf" and task.page_end:
+        return f"pages {task.page_start}-{task.page_end}"
+    return f"part {task.part + 1} of {task.parts}"
+
+
+async def salvage_part(ctx: StageContext, task: PartitionTask, failure) -> bool:
+    """The runner's ``salvage`` hook: keep a failed part of a split document as a
+    failed part (recorded, zero elements stored and announced) when the profile
+    allows partial documents; False (fail the version) for a document in one piece
+    or a profile with ``allow_partial`` off.  ``failure``: the
+    ``stages.errors.DocumentError`` the task failed with."""
+    if task.parts <= 1 or not (await load_profile(task.category, ctx.settings.pg_dsn)).allow_partial:
+        return False
+    pool = (await ctx.resources.metadata()).pool
+    await record_failed_parts(pool, task.document_id, task.version, [(part_name(task), failure.code, failure.reason)])
+    await send_elements(ctx, task, [])
+    return True
+
+
+async def send_elements(ctx: StageContext, task: PartitionTask, elements: list[dict]) -> None:
+    """Store a task's elements (JSON, claim check) and send its ElementsReady."""
+    store = await ctx.resources.store()
     key = elements_key(task.project, task.document_id, task.version, task.part)
     await store.put_bytes(key, orjson.dumps(elements), "application/json", bucket=task.bucket)
     await ctx.topics.elements.send(key=task.document_id, value=ElementsReady(
@@ -103,7 +139,7 @@ def stage(ctx: StageContext) -> Stage:
     pool process, so one worker uses that many cores and a small document does not
     wait behind a long OCR parse."""
     return Stage(STAGE, PARTITION_TASKS, partition_one, step=lambda t: f"{STAGE}:{t.part}",
-                 concurrency=ctx.settings.partition_concurrency)
+                 concurrency=ctx.settings.partition_concurrency, salvage=salvage_part)
 
 
 #: parse processes fork from a server that has loaded the parsers (stages/preload_parsers.py)

@@ -17,6 +17,12 @@ Batched stages get a list of events (``stream.take_events``); a batch that fails
 permanently is retried one document at a time so one bad document fails alone.
 Nothing here raises out of the agent except CancelledError (shutdown/rebalance),
 so Faust never restarts an agent over one event and never skips an unfinished one.
+Each event's work runs in its document version's trace span (streams/tracing.py,
+off by default), and a permanent failure of one part of a split document may be
+kept as a failed part instead (``Stage.salvage``, partial success).
+
+Size: one runner class; the single-event, batch, containment and failure paths
+share its retry, step-marking and failure code, which splitting would export.
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ from schemas.decode import UndecodableRecord, decode_event
 from schemas.sealing import SealBroken
 from stages.errors import (ConversionTimeout, DependencyUnavailable, DocumentError, InternalError,
                            ParserCrashed)
+from streams import tracing
 from streams.log_format import log_context, record_fields
 from streams.metrics import STAGE_EVENTS, STAGE_SECONDS
 from topics.catalogue import TopicSpec
@@ -66,6 +73,8 @@ class Stage:
     worked on twice.  ``concurrency``: events worked on at once by one process (Faust
     agent concurrency: the actors share one queue, and an offset is committed only
     once every event before it is done); single-event stages only.
+    ``salvage``: ``async (ctx, record, failure) -> bool``, asked before a permanent
+    failure fails the version: True keeps it as a failed part (agents/partition.py).
     """
 
     name: str
@@ -78,6 +87,7 @@ class Stage:
     unguarded: Optional[Callable[[Any], bool]] = None
     step: Optional[Callable[[Any], str]] = None
     concurrency: int = 1
+    salvage: Optional[Callable[[Any, Any, Any], Awaitable[bool]]] = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1 or (self.batch and self.concurrency != 1):
@@ -101,13 +111,15 @@ def declare(app: faust.App, ctx: StageContext, stage: Stage) -> None:
         async def batched(stream: faust.StreamT) -> None:
             async for events in stream.take_events(size, within=within):
                 items = [(e.key, e.value) for e in events]
-                await runner.contained(runner.handle_batch(items), items)
+                with tracing.receiving((e.value, e.headers) for e in events):  # streams/tracing.py
+                    await runner.contained(runner.handle_batch(items), items)
     else:
         @app.agent(raw, name=stage.name, concurrency=stage.concurrency)
         async def single(stream: faust.StreamT) -> None:
             async for event in stream.events():
                 item = (event.key, event.value)
-                await runner.contained(runner.handle_one(*item), [item])
+                with tracing.receiving([(event.value, event.headers)]):
+                    await runner.contained(runner.handle_one(*item), [item])
 
 
 class _Runner:
@@ -254,7 +266,7 @@ class _Runner:
             record = await self.decode(key, value)
             if record is None:
                 return
-            with log_context(**record_fields(record)):
+            with log_context(**record_fields(record)), tracing.stage_spans(self.stage.name, [(record, value)]):
                 await self.work_one(record)
 
     async def work_one(self, record: Any) -> None:
@@ -298,6 +310,7 @@ class _Runner:
             return
         STAGE_EVENTS.labels(self.stage.name, "failed").inc()
         failure = failure_of(error, self.stage.name)
+        tracing.mark_failed(record, failure.code, failure.reason)
         doc, ver = getattr(record, "document_id", "?"), getattr(record, "version", "?")
         if not isinstance(error, DocumentError):
             log.error("%s failed for %s v%s [%s]: %s", self.stage.name, doc, ver, failure.code,
@@ -306,6 +319,9 @@ class _Runner:
             log.warning("%s failed for %s v%s [%s]: %s (%s)", self.stage.name, doc, ver,
                         failure.code, failure.reason, failure.detail)
         internal = failure.reason + (f" ({failure.detail})" if failure.detail else "")
+        if (keep := self.stage.salvage) and await self.deliver(lambda: keep(self.ctx, record, failure)):
+            log.warning("%s: %s v%s goes on without this part [%s]", self.stage.name, doc, ver, failure.code)
+            return STAGE_EVENTS.labels(self.stage.name, "salvaged").inc()
         if not self.stage.fails_documents:
             await self.deliver(lambda: self.ctx.topics.dead_letters.send(
                 key=record.document_id, value=DeadLetter(
@@ -328,7 +344,12 @@ class _Runner:
 
     async def work_batch(self, items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
         """:meth:`handle_batch` inside its log context."""
-        records = [r for r in [await self.decode(k, v) for k, v in items] if r is not None]
+        decoded = [(await self.decode(k, v), v) for k, v in items]
+        with tracing.stage_spans(self.stage.name, [(r, v) for r, v in decoded if r is not None]):
+            await self.work_records([r for r, _ in decoded if r is not None])
+
+    async def work_records(self, records: list[Any]) -> None:
+        """:meth:`work_batch` for the decoded records, inside their spans."""
         started = time.perf_counter()
         wanted: dict[tuple[str, int], bool] = {}
         for r in records:

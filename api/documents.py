@@ -2,7 +2,8 @@
 
 The API is a producer of upload events and a reader of the status projection,
 nothing more: uploads go through :func:`streams.ingest.queue_version` (the same
-tail as ``ragstream ingest``), deletes through :func:`streams.ingest.queue_delete`.
+tail as ``ragstream ingest``), deletes through :func:`streams.ingest.delete_document`
+(the same as ``ragstream delete`` and ``ragstream sync``).
 
 Size: the /v1/documents routes with their request/response models and the S3-reference
 upload path; they share the validation and the error shapes the OpenAPI schema
@@ -16,6 +17,7 @@ from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any, Optional
 
+import orjson
 from botocore.exceptions import ClientError
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from prometheus_client import Counter
@@ -25,13 +27,15 @@ from adapters.callbacks import CallbackRefused, check_url_syntax
 from adapters.object_keys import processed_key
 from adapters.vector_store import InvalidProjectName, alias_name
 from schemas import DocumentStatus, status_event
+from schemas.user_metadata import InvalidMetadata, check_metadata, parse_metadata
 from api.auth import get_state, require_project
 from api.state import ApiState
 from stages.filenames import original_name_metadata, safe_filename
 from api.uploads import (MULTIPART_OVERHEAD, BadUpload, StagedFile, UploadTooLarge, hash_object,
                          read_capped, receive_multipart)
 from streams.document_ids import DOC_ID_RE, InvalidDocumentId, default_document_id, local_id, scoped_id
-from streams.ingest import queue_delete, queue_version
+from streams.ingest import DocumentNotFound, queue_version
+from streams.ingest import delete_document as delete_in_project
 
 router = APIRouter(prefix="/v1", tags=["documents"])
 
@@ -93,6 +97,11 @@ class DocumentOut(BaseModel):
     size: int = 0
     output: Optional[dict[str, str]] = Field(None, description="processed chunks (COMPLETED only)")
     callbacks: list[CallbackInfo] = []
+    metadata: Optional[dict[str, Any]] = Field(None, description="the user metadata of this version")
+    partial: bool = Field(False, description="COMPLETED without some parts, listed in failed_parts")
+    failed_parts: list[dict[str, str]] = Field(
+        [], description='[{"part": "pages 33-64", "code": "too_large", "reason": "..."}]: parts that '
+                        "failed for good or were skipped (attachments); the rest is searchable")
     created_at: Optional[datetime] = None
     updated_at: Optional[datetime] = None
     status_url: str
@@ -113,7 +122,7 @@ class DeleteAccepted(BaseModel):
 
     document_id: str
     version: int
-    queued: bool = True
+    queued: bool = Field(True, description="false when the document is DELETED already: nothing sent")
     status_url: str
 
 
@@ -144,6 +153,13 @@ class ReferenceUpload(BaseModel):
     filename: Optional[str] = Field(None, max_length=255, description="defaults to the key's basename")
     document_id: Optional[str] = None
     callback_url: Optional[str] = None
+    metadata: Optional[dict[str, Any]] = Field(
+        None, description="user metadata (schemas/user_metadata.py); omitted: the latest version's")
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, v: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        return None if v is None else check_metadata(v)
 
     @field_validator("category")
     @classmethod
@@ -184,6 +200,9 @@ UPLOAD_OPENAPI: dict[str, Any] = {
                     "category": {"type": "string", "default": "default"},
                     "document_id": {"type": "string", "description": "new version when it exists"},
                     "callback_url": {"type": "string", "format": "uri"},
+                    "metadata": {"type": "string", "description": "user metadata, a JSON object "
+                                 "(strings, numbers, booleans, ISO dates, string lists); omitted: "
+                                 "the latest version's"},
                 }}},
             "application/json": {"schema": _inline_schema(ReferenceUpload)},
         },
@@ -227,7 +246,7 @@ async def upload(request: Request, key_project: str = Depends(require_project),
     """Store the bytes, register the version, produce QUEUED and the upload event.
 
     Multipart: field ``file`` plus optional form fields ``project``, ``category``,
-    ``document_id``, ``callback_url``.  JSON: :class:`ReferenceUpload`.  Same bytes as
+    ``document_id``, ``callback_url``, ``metadata`` (a JSON object).  JSON: :class:`ReferenceUpload`.  Same bytes as
     the latest version → ``queued=false`` and nothing new.  Errors: 401, 403 (another
     project), 413 (too large, nothing stored), 415, 422.  Document ids are the
     project's own (streams/document_ids.py): the same id in another project is
@@ -272,10 +291,14 @@ async def _upload_multipart(request: Request, key_project: str, state: ApiState,
         project, category = _check_fields(key_project, fields.get("project"), fields.get("category"),
                                           fields.get("document_id") or None,
                                           fields.get("callback_url") or None)
+        try:
+            user_metadata = parse_metadata(fields["metadata"]) if fields.get("metadata") else None
+        except InvalidMetadata as exc:
+            raise HTTPException(422, str(exc)) from exc
         return await _queue(state, staged, project=project, category=category,
                             document_id=fields.get("document_id") or None,
                             callback_url=fields.get("callback_url") or None,
-                            source_bucket=store.bucket)
+                            source_bucket=store.bucket, user_metadata=user_metadata)
     finally:
         await store.client.delete_object(Bucket=store.bucket, Key=staged.key)
 
@@ -318,12 +341,12 @@ async def _upload_reference(request: Request, key_project: str, state: ApiState,
                         given if given != filename else None)
     return await _queue(state, staged, project=project, category=category,
                         document_id=ref.document_id, callback_url=ref.callback_url,
-                        source_bucket=src.bucket)
+                        source_bucket=src.bucket, user_metadata=ref.metadata)
 
 
 async def _queue(state: ApiState, staged: StagedFile, *, project: str, category: str,
                  document_id: Optional[str], callback_url: Optional[str],
-                 source_bucket: str) -> UploadAccepted:
+                 source_bucket: str, user_metadata: Optional[dict[str, Any]] = None) -> UploadAccepted:
     store = state.store
     # the id hashes the name as sent, so two names that sanitise alike stay two documents
     document_id = document_id or default_document_id(staged.original_filename or staged.filename)
@@ -339,7 +362,7 @@ async def _queue(state: ApiState, staged: StagedFile, *, project: str, category:
         project=project, category=category, filename=staged.filename, sha256=staged.sha256,
         size=staged.size, content_type=staged.content_type, store=store, metadata=state.metadata,
         producer=state.producer, put_raw=put_raw, document_id=document_id,
-        callback_url=callback_url)
+        callback_url=callback_url, user_metadata=user_metadata)
     if result.queued:
         # project QUEUED now so GET answers at once (monotonic: harmless when the
         # projection agent applies the same transition)
@@ -376,11 +399,14 @@ async def _document_out(state: ApiState, row: dict[str, Any], version_row: Optio
         status=row["status"], stage=row["stage"], chunks_total=row["chunks_total"],
         chunks_done=row["chunks_done"], pages=row["pages"], error=row["error"],
         error_code=row.get("error_code"), sha256=vr["sha256"] if vr else "", size=vr["size"] if vr else 0, output=output,
-        callbacks=callbacks, created_at=row["created_at"], updated_at=row["updated_at"],
+        callbacks=callbacks, metadata=orjson.loads(vr["user_metadata"]) if vr and vr.get("user_metadata") else None,
+        partial=bool(row.get("partial")),
+        failed_parts=orjson.loads(row["failed_parts"]) if row.get("failed_parts") else [],
+        created_at=row["created_at"], updated_at=row["updated_at"],
         status_url=status_url(own_id))
 
 
-async def _owned(state: ApiState, document_id: str, project: str) -> dict[str, Any]:
+async def owned_document(state: ApiState, document_id: str, project: str) -> dict[str, Any]:
     """The projection row of the key's project's document ``document_id`` (its own
     id: looked up by the scoped id, so another project's document is unreachable);
     404 when there is none or the id is malformed."""
@@ -399,7 +425,7 @@ async def _owned(state: ApiState, document_id: str, project: str) -> dict[str, A
 async def get_document(document_id: str, project: str = Depends(require_project),
                        state: ApiState = Depends(get_state)) -> DocumentOut:
     """Status, version, stage, counts, error, timestamps and callbacks of a document."""
-    row = await _owned(state, document_id, project)
+    row = await owned_document(state, document_id, project)
     return await _document_out(state, row, await state.metadata.latest_version(row["document_id"]), True)
 
 
@@ -415,7 +441,7 @@ async def list_documents(
         raise HTTPException(404, "project not found")
     status_value = status.value if status else None
     rows = [dict(r) for r in await state.metadata.pool.fetch(
-        "SELECT d.*, v.category, v.sha256, v.size,"
+        "SELECT d.*, v.category, v.sha256, v.size, v.user_metadata::text AS user_metadata,"
         " CASE WHEN d.status = 'FAILED' THEN v.error_code END AS error_code"
         " FROM documents d LEFT JOIN document_versions v"
         " ON v.document_id = d.document_id AND v.version = d.version"
@@ -439,18 +465,13 @@ async def delete_document(document_id: str,
                           state: ApiState = Depends(get_state)) -> DeleteAccepted:
     """Produce a delete event: the pipeline removes the document's chunks from Milvus
     and its objects, then marks it DELETED (a callback fires when one is set)."""
-    row = await _owned(state, document_id, project)
     if callback_url is not None:
         _check_fields(project, None, None, None, callback_url)
-    version_row = await state.metadata.latest_version(row["document_id"])
-    if version_row is None:
-        raise HTTPException(404, "document not found")
-    await queue_delete(
-        document_id=row["document_id"], version=version_row["version"], project=project,
-        category=version_row["category"], filename=version_row["filename"],
-        bucket=state.store.bucket, key=version_row["raw_key"], sha256=version_row["sha256"],
-        size=version_row["size"], producer=state.producer, metadata=state.metadata,
-        callback_url=callback_url or row.get("callback_url"))
-    return DeleteAccepted(document_id=document_id, version=version_row["version"],
+    try:
+        result = await delete_in_project(project=project, document_id=document_id,
+                                         bucket=state.store.bucket, producer=state.producer,
+                                         metadata=state.metadata, callback_url=callback_url)
+    except DocumentNotFound:
+        raise HTTPException(404, "document not found") from None
+    return DeleteAccepted(document_id=document_id, version=result.version, queued=result.queued,
                           status_url=status_url(document_id))
-

@@ -9,7 +9,7 @@ Auth as every ``/v1`` route: no or bad key → 401; a ``project`` other than the
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.auth import get_state, require_project
 from api.documents import DOC_ID_RE, NAME_RE
 from api.state import ApiState
+from adapters.vector_store import NoMetadataField
+from search.metadata_filter import metadata_expr
 
 router = APIRouter(prefix="/v1", tags=["search"])
 MAX_PAGE = 1_000_000
@@ -36,6 +38,10 @@ class SearchRequest(BaseModel):
     page_from: Optional[int] = Field(None, ge=1, le=MAX_PAGE, description="first page (1-based, inclusive); "
                                      "chunks without pages (page 0) are excluded by any page filter")
     page_to: Optional[int] = Field(None, ge=1, le=MAX_PAGE, description="last page (inclusive)")
+    metadata_filter: Optional[dict[str, Any]] = Field(
+        None, description='user metadata filter: {"key": value} (equality) or {"key": {"$gte": 2020}}; '
+                          "operators $eq $ne $gt $gte $lt $lte $in $nin $contains $contains_any $exists; "
+                          "every key must hold (search/metadata_filter.py)")
 
     @model_validator(mode="after")
     def _pages(self) -> "SearchRequest":
@@ -43,6 +49,8 @@ class SearchRequest(BaseModel):
             raise ValueError("query is blank")
         if self.page_from is not None and self.page_to is not None and self.page_from > self.page_to:
             raise ValueError("page_from is after page_to")
+        if self.metadata_filter is not None:
+            metadata_expr(self.metadata_filter)  # InvalidMetadata is a ValueError: 422
         return self
 
 
@@ -57,6 +65,7 @@ class SearchHit(BaseModel):
     text: str
     score: float = Field(description="cross-encoder logit when reranked, else the RRF score")
     dense_score: Optional[float] = Field(None, description="cosine similarity of the dense retrieval")
+    metadata: Optional[dict[str, Any]] = Field(None, description="the document version's user metadata")
 
 
 class SearchResponse(BaseModel):
@@ -84,6 +93,8 @@ def _element_types(value: object) -> list[str]:
 @router.post("/search", response_model=SearchResponse,
              responses={401: {"description": "no or invalid API key"},
                         403: {"description": "the project is not the key's"},
+                        409: {"description": "a metadata filter on a collection made before "
+                                             "metadata existed (ragstream reindex makes a new one)"},
                         422: {"description": "malformed body"}})
 async def search_route(body: SearchRequest, key_project: str = Depends(require_project),
                        state: ApiState = Depends(get_state)) -> SearchResponse:
@@ -96,16 +107,20 @@ async def search_route(body: SearchRequest, key_project: str = Depends(require_p
 
     own = scoped_id(key_project, body.document_id) if body.document_id is not None else None
     filters = SearchFilters(category=body.category, document_id=own,
-                            page_from=body.page_from, page_to=body.page_to)
+                            page_from=body.page_from, page_to=body.page_to, metadata=body.metadata_filter)
     start = time.perf_counter()
-    result = await search(body.query, project=key_project, k=body.k, settings=state.settings,
-                          filters=filters, clients=SearchClients(state.metadata, state.vectors))
+    try:
+        result = await search(body.query, project=key_project, k=body.k, settings=state.settings,
+                              filters=filters, clients=SearchClients(state.metadata, state.vectors))
+    except NoMetadataField as exc:
+        raise HTTPException(409, str(exc)) from exc
     ms = (time.perf_counter() - start) * 1000
     hits = [SearchHit(document_id=local_id(key_project, h["document_id"]), version=int(h["version"]),
                       filename=h.get("filename") or "", page_number=h.get("page_number"),
                       element_types=_element_types(h.get("element_types")), text=h.get("text") or "",
                       score=float(h["score"]),
-                      dense_score=float(h["dense_score"]) if h.get("dense_score") is not None else None)
+                      dense_score=float(h["dense_score"]) if h.get("dense_score") is not None else None,
+                      metadata=h.get("metadata"))
             for h in result.hits]
     return SearchResponse(query=body.query, project=key_project, k=body.k, rankers=list(result.rankers),
                           reranked=result.reranked, fallback_reason=result.fallback_reason, hits=hits,

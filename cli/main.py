@@ -7,9 +7,12 @@ command group in this package.
     ragstream lag [--json]              consumer lag per partition    cli/lag.py
     ragstream ingest PATH...            upload, queue, follow         cli/ingest.py
     ragstream status [DOC] [--follow]   projection / live changelog   cli/ingest.py
+    ragstream sync SOURCE -p P          folder / S3 prefix in step    cli/sync.py
+    ragstream delete DOC -p P           one document                  cli/sync.py
     ragstream search "query"            top-k chunks                  cli/search.py
     ragstream reindex -p P [--rollback] replay into a new collection  cli/reindex.py
     ragstream api / apikey ...          HTTP API, per-project keys    cli/api.py
+    ragstream mcp [--transport http]    MCP server over the HTTP API  cli/mcp.py
     ragstream profiles list|set|delete  category profiles             cli/profiles.py
     ragstream dlq list|redrive          dead letters                  cli/dlq.py
     ragstream project delete P --yes    a project and all it holds    cli/project.py
@@ -42,7 +45,7 @@ console = Console()
 
 def _mount() -> None:
     from bench.cli import bench_app
-    from cli import api, demo, drill, ingest, lag, reindex, search, worker
+    from cli import api, demo, drill, ingest, lag, mcp, reindex, search, sync, worker
     from cli.db import db_app
     from cli.dev import dev_app
     from cli.dlq import dlq_app
@@ -55,9 +58,11 @@ def _mount() -> None:
     worker.register(app, console)
     lag.register(app, console)
     ingest.register(app, console)
+    sync.register(app, console)  # ragstream sync, ragstream delete
     search.register(app, console)
     reindex.register(app, console)
     api.register(app)  # ragstream api, ragstream apikey
+    mcp.register(app)  # ragstream mcp (mcp_server/)
     demo.register(app, console)
     drill.register(app)
     app.command("partition", help="Partition one file and print its elements as JSON lines.")(
@@ -72,11 +77,27 @@ def _mount() -> None:
     app.add_typer(bench_app, name="bench")
 
 
+def _trace_uploads() -> None:
+    """Tracing for this command (``ingest``, ``api``, ``sync``: the root span of each
+    version it uploads, streams/tracing.py), when RAGSTREAM_TRACING asks for it; a
+    worker's stage processes configure their own (service ``ragstream-<stage>``)."""
+    import sys
+
+    command = sys.argv[1] if len(sys.argv) > 1 else "cli"
+    if os.environ.get("RAGSTREAM_TRACING", "off") != "off" and command != "worker":
+        from streams import tracing
+        from streams.settings import get_settings
+
+        settings = get_settings()
+        tracing.configure(settings.tracing, command, settings.trace_file)
+
+
 def main() -> None:
     """Console-script entry point."""
     from stages.filenames import install_log_escaping
 
     install_log_escaping()  # file names in log records: control/bidi characters escaped
+    _trace_uploads()
     _mount()
     try:
         app()

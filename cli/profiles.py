@@ -55,12 +55,13 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="one JSON ob
             typer.echo(json.dumps(p.to_dict()))
         return
     table = Table("category", "strategy", "ocr", "tables", "images", "convert", "vlm",
-                  "max MB", "timeout s", "pages/task", "types")
+                  "max MB", "timeout s", "pages/task", "partial", "types")
     for p in profiles:
         types = sorted(p.filetypes)
         table.add_row(p.name, p.strategy, ",".join(p.ocr_languages), _yn(p.extract_tables),
                       _yn(p.extract_images), _yn(p.convert_office_to_pdf), _yn(p.use_vlm),
                       f"{p.max_size_bytes / 2**20:g}", f"{p.timeout_s:g}", str(p.max_pages_per_task),
+                      _yn(p.allow_partial),
                       f"{len(types)}: " + ",".join(types[:6]) + ("…" if len(types) > 6 else ""))
     Console(width=200).print(table)
 
@@ -83,6 +84,9 @@ def set_command(
     max_size_mb: Optional[float] = typer.Option(None, help="largest accepted file, MiB"),
     timeout_s: Optional[float] = typer.Option(None, help="per conversion / partition call, seconds"),
     max_pages_per_task: Optional[int] = typer.Option(None, help="page-range size for large PDFs; other long documents are split into parts of that many pages' worth of text (3,000 characters a page)"),
+    allow_partial: Optional[bool] = typer.Option(
+        None, "--allow-partial/--no-allow-partial",
+        help="a part that fails for good leaves the document COMPLETED and partial (default) or fails it"),
 ) -> None:
     """Create or change CATEGORY's profile; prints the stored row as JSON (exit 2 on a bad value)."""
     from stages.profiles import Profile
@@ -92,7 +96,8 @@ def set_command(
         "extract_images": images, "convert_office_to_pdf": convert, "use_vlm": vlm,
         "filetypes": _csv(filetypes),
         "max_size_bytes": int(max_size_mb * 2**20) if max_size_mb is not None else None,
-        "timeout_s": timeout_s, "max_pages_per_task": max_pages_per_task}.items() if v is not None}
+        "timeout_s": timeout_s, "max_pages_per_task": max_pages_per_task,
+        "allow_partial": allow_partial}.items() if v is not None}
     for key in ("max_size_bytes", "timeout_s", "max_pages_per_task"):
         if key in changes and changes[key] <= 0:
             typer.echo(f"error: {key} must be positive", err=True)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, AsyncIterator, Collection, Optional, Sequence
 
 import orjson
 from rich.console import Console
@@ -76,14 +77,30 @@ def expand_with_sources(paths: Sequence[Path]) -> tuple[list[tuple[Path, str]], 
     return out, skipped
 
 
+@asynccontextmanager
+async def uploader(settings: Settings) -> AsyncIterator[tuple[ObjectStore, Metadata, Any]]:
+    """``(store, metadata, producer)`` of a process that uploads or deletes documents
+    (ingest, delete, sync): the catalogue's topics made (in any start order: they
+    may not exist yet), the schema at head, the bucket made; closed on exit."""
+    from topics.admin import ensure_topics
+
+    await ensure_topics(settings.kafka_bootstrap, settings.topic_partitions, timeout_s=settings.broker_wait_s)
+    await upgrade_head(settings.pg_dsn)
+    async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
+            producer(settings.kafka_bootstrap) as prod:
+        await store.ensure_bucket()
+        yield store, metadata, prod
+
+
 async def follow_until_terminal(wanted: dict[str, int], console: Console,
                                 timeout_s: float, since: float = 0.0,
                                 settings: Optional[Settings] = None,
-                                last: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+                                last: Optional[dict[str, Any]] = None,
+                                until: Collection[DocumentStatus] = TERMINAL) -> dict[str, Any]:
     """Print transitions of the ``{document_id: version}`` in ``wanted`` until each is
-    terminal, ignoring events older than ``since`` (Unix seconds); returns
-    ``{document_id: last StatusEvent}``, kept in ``last`` when given (so a caller
-    still has it after a timeout).  Raises TimeoutError."""
+    in a state of ``until`` (default: terminal), ignoring events older than ``since``
+    (Unix seconds); returns ``{document_id: last StatusEvent}``, kept in ``last``
+    when given (so a caller still has it after a timeout).  Raises TimeoutError."""
     settings = settings or get_settings()
     last = {} if last is None else last
 
@@ -97,7 +114,7 @@ async def follow_until_terminal(wanted: dict[str, int], console: Console,
             ev = await open_for_display(ev, keys)  # its file name is sealed on the topic
             last[ev.document_id] = ev
             console.print(transition_line(ev), highlight=False, soft_wrap=True)
-            if all(d in last and DocumentStatus(last[d].status) in TERMINAL for d in wanted):
+            if all(d in last and DocumentStatus(last[d].status) in until for d in wanted):
                 return
 
     async with Metadata(settings.pg_dsn) as metadata:
@@ -135,10 +152,13 @@ class IngestOutcome:
 async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: str,
                             document_id: Optional[str] = None, force: bool = False,
                             wait: bool = True, timeout_s: float = 900.0,
-                            console: Console, settings: Optional[Settings] = None) -> IngestOutcome:
+                            console: Console, settings: Optional[Settings] = None,
+                            user_metadata: Optional[dict] = None) -> IngestOutcome:
     """Ingest files (folders expanded), printing one line per file; with ``wait``,
     print every status transition of the queued documents until all are terminal.
-    ``settings`` defaults to the process settings (RAGSTREAM_* environment)."""
+    ``settings`` defaults to the process settings (RAGSTREAM_* environment);
+    ``user_metadata`` (validated) goes with every file (None: each keeps its latest
+    version's)."""
     settings = settings or get_settings()
     found, skipped = expand_with_sources(paths)
     files = [f for f, _ in found]
@@ -149,17 +169,11 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
         raise ValueError("--document-id needs exactly one file")
     outcome = IngestOutcome([])
     started = time.time()
-    from topics.admin import ensure_topics  # in any start order: the topics may not exist yet
-
-    await ensure_topics(settings.kafka_bootstrap, settings.topic_partitions, timeout_s=settings.broker_wait_s)
-    await upgrade_head(settings.pg_dsn)
-    async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as metadata, \
-            producer(settings.kafka_bootstrap) as prod:
-        await store.ensure_bucket()
+    async with uploader(settings) as (store, metadata, prod):
         for f, source in found:
             res = await ingest_file(f, project=project, category=category, store=store,
                                     metadata=metadata, producer=prod, document_id=document_id,
-                                    force=force, source_path=source)
+                                    force=force, source_path=source, user_metadata=user_metadata)
             outcome.results.append(res)
             verb = "queued" if res.queued else f"skipped ({res.reason})"
             console.print(f"{shown(verb):>18}  {res.document_id}  v{res.version}  {shown(str(f))}",
@@ -179,13 +193,14 @@ async def ingest_and_follow(paths: Sequence[Path], *, project: str, category: st
 
 async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
                        document_id: Optional[str], force: bool, wait: bool, timeout_s: float,
-                       console: Console) -> int:
+                       console: Console, user_metadata: Optional[dict] = None) -> int:
     """The ``ragstream ingest`` command: exit code 0 when every queued document reached
     a terminal state (or nothing was queued), 1 on timeout, 2 on bad arguments."""
     try:
         outcome = await ingest_and_follow(paths, project=project, category=category,
                                           document_id=document_id, force=force, wait=wait,
-                                          timeout_s=timeout_s, console=console)
+                                          timeout_s=timeout_s, console=console,
+                                          user_metadata=user_metadata)
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         return 2
@@ -235,7 +250,8 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
         else:
             rows = await metadata.list_documents(project=project, limit=200)
     if as_json:
-        for row in rows:
-            _json_line(dict(row))
+        for row in rows:  # jsonb columns (failed_parts) as JSON, not as their text
+            _json_line({k: orjson.loads(v) if k == "failed_parts" and isinstance(v, str) else v
+                        for k, v in dict(row).items()})
         return
     console.print(documents_table(rows))

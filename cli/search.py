@@ -1,7 +1,8 @@
 """``ragstream search "query"``: a project's top-k chunks with score, file, page and
 text, the rankings that ran and whether the cross-encoder reranked them (the search
 itself is :func:`search.query.search`); ``--json`` prints one JSON object instead
-(:func:`result_json`), and ``--category/--document/--page-from/--page-to`` narrow it;
+(:func:`result_json`), and ``--category/--document/--page-from/--page-to`` and
+``--metadata-filter '{"team": "ops"}'`` (search/metadata_filter.py) narrow it;
 ``--alias test`` searches the collection behind the project's test alias.
 """
 from __future__ import annotations
@@ -35,12 +36,14 @@ def result_json(query: str, project: str, k: int, result) -> dict[str, Any]:
     ``project``, ``k``, ``rankers``, ``reranked``, ``fallback_reason`` and ``hits``
     (each: ``chunk_id``, ``document_id``, ``version``, ``filename``, ``page_number``
     (0 for a file without pages),
-    ``element_types`` as a list, ``category``, ``text``, ``score``, ``dense_score``)."""
+    ``element_types`` as a list, ``category``, ``text``, ``score``, ``dense_score``,
+    ``metadata``: the version's user metadata or null)."""
     hits = [{"chunk_id": h["chunk_id"], "document_id": h["document_id"], "version": int(h["version"]),
              "filename": h["filename"], "page_number": int(h["page_number"]),
              "element_types": [t for t in str(h.get("element_types", "")).split(",") if t],
              "category": h.get("category"), "text": h["text"], "score": float(h["score"]),
-             "dense_score": None if h.get("dense_score") is None else float(h["dense_score"])}
+             "dense_score": None if h.get("dense_score") is None else float(h["dense_score"]),
+             "metadata": h.get("metadata")}
             for h in result.hits]
     return {"query": query, "project": project, "k": k, "rankers": list(result.rankers),
             "reranked": bool(result.reranked), "fallback_reason": result.fallback_reason, "hits": hits}
@@ -57,6 +60,10 @@ def register(app: typer.Typer, console: Console) -> None:
                document: Optional[str] = typer.Option(None, "--document", help="only this document id"),
                page_from: Optional[int] = typer.Option(None, "--page-from", min=1, help="first page (inclusive)"),
                page_to: Optional[int] = typer.Option(None, "--page-to", min=1, help="last page (inclusive)"),
+               metadata_filter: Optional[str] = typer.Option(
+                   None, "--metadata-filter",
+                   help='user metadata filter, a JSON object: {"team": "ops"} (equality), '
+                        '{"year": {"$gte": 2020}} (operators as in POST /v1/search)'),
                mode: str = typer.Option("hybrid", "--mode", help="hybrid (dense + BM25) or dense"),
                alias: str = typer.Option("prod", "--alias",
                                          help="prod (chunks_P) or test (chunks_P__test, made by reindex --alias test)")
@@ -71,7 +78,16 @@ def register(app: typer.Typer, console: Console) -> None:
         if alias not in ("prod", "test"):
             typer.echo(f"error: --alias must be prod or test, not {alias!r}", err=True)
             raise typer.Exit(code=2)
-        filters = SearchFilters(category=category, document_id=document, page_from=page_from, page_to=page_to)
+        from schemas.user_metadata import InvalidMetadata
+        from search.metadata_filter import parse_filter
+
+        try:
+            spec = parse_filter(metadata_filter) if metadata_filter is not None else None
+        except InvalidMetadata as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=2) from exc
+        filters = SearchFilters(category=category, document_id=document, page_from=page_from, page_to=page_to,
+                                metadata=spec)
         try:
             result = asyncio.run(run_search(query, project=project, k=k, settings=get_settings(),
                                             filters=filters, mode=mode, alias=alias))

@@ -12,7 +12,8 @@ letters and in replays are then noise.
 What stays clear (it routes records and counts work): document id, version, project,
 category, chunk index and totals, page numbers, element types, object keys, status.
 What is sealed: :data:`CONTENT_FIELDS` — the file name, chunk text, embed text, table
-HTML, VLM summary and enrichment, and the vector.
+HTML, VLM summary and enrichment, the vector, and a status's failed parts (their reasons may name
+an attachment).
 
 ``sealed`` is ``"v1:" + base64(nonce (12 bytes) + ciphertext + tag (16 bytes))`` of
 the orjson object ``{field: value}``; the associated data is
@@ -39,7 +40,7 @@ _PREFIX = "v1:"
 #: content field → its blank value in the clear once sealed (or shredded)
 CONTENT_FIELDS: dict[str, Any] = {
     "filename": "", "text": "", "embed_text": None, "table_html": None,
-    "summary": None, "enrichment": None, "vector": [],
+    "summary": None, "enrichment": None, "vector": [], "failed_parts": [],
 }
 
 #: a dead letter's own content: its error, whose detail may quote the document (a

@@ -65,6 +65,10 @@ class StatusEvent(faust.Record, serializer=codec.CODEC_NAME):
     (``stages.errors.CODES``: ``corrupt``, ``timeout``, …; FAILED only).  Events
     written before ``error_code`` existed decode with it None, and consumers that do
     not know it drop it (schemas/decode.py), so it needs no ``schema_version`` bump.
+    ``partial`` (COMPLETED only): some parts failed for good or were skipped, and
+    ``failed_parts`` lists them, ``[{"part", "code", "reason"}]``
+    (adapters/failed_parts.py; sealed on the topic: a reason may name an attachment).
+    Both default, so older records decode as whole documents.
     """
 
     document_id: str
@@ -83,6 +87,8 @@ class StatusEvent(faust.Record, serializer=codec.CODEC_NAME):
     sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1
     error_code: Optional[str] = None
+    partial: bool = False
+    failed_parts: list = []
 
 
 def status_event(
@@ -100,6 +106,7 @@ def status_event(
     callback_url: Optional[str] = None,
     error_code: Optional[str] = None,
     at: Optional[float] = None,
+    failed_parts: Optional[list] = None,
 ) -> StatusEvent:
     """Build a StatusEvent with its sequence; ``at`` (Unix seconds) defaults to now.
     A terminal event passes its outcome's claim time, so re-sending it is the same
@@ -118,5 +125,7 @@ def status_event(
         error=error,
         callback_url=callback_url,
         at=time.time() if at is None else at,
+        partial=bool(failed_parts),
+        failed_parts=list(failed_parts or []),
         error_code=error_code,
     )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.vector_store import HybridHits, VectorStore
+from adapters.vector_store import HybridHits, NoMetadataField, VectorStore
 from streams.settings import Settings
 
 @dataclass(frozen=True)
@@ -36,13 +36,15 @@ class SearchFilters:
     ``category``: the document's category (profile name); ``document_id``: one
     document; ``page_from``/``page_to``: inclusive 1-based page range of a chunk's
     first page (chunks of formats without pages have page 0 and are excluded by any
-    page filter).
+    page filter); ``metadata``: a filter on the documents' user metadata
+    (search/metadata_filter.py, e.g. ``{"team": "ops", "year": {"$gte": 2020}}``).
     """
 
     category: str | None = None
     document_id: str | None = None
     page_from: int | None = None
     page_to: int | None = None
+    metadata: dict | None = None
 
     def milvus_expr(self) -> str:
         """The filters as a Milvus boolean expression ("" when none is set)."""
@@ -57,6 +59,10 @@ class SearchFilters:
             parts.append(f"page_number >= {int(self.page_from)}")
         if self.page_to is not None:
             parts.append(f"page_number <= {int(self.page_to)}")
+        if self.metadata:
+            from search.metadata_filter import metadata_expr
+
+            parts.append(metadata_expr(self.metadata))
         return " and ".join(parts)
 
 
@@ -129,6 +135,9 @@ async def _candidates(clients: SearchClients, vector: list[float], query: str, *
                       want: int, filters: SearchFilters | None, mode: str, alias: str = "prod") -> HybridHits:
     store, metadata = clients.vectors, clients.metadata
     expr = filters.milvus_expr() if filters else ""
+    if filters is not None and filters.metadata and not await store.has_metadata_field(project, alias):
+        raise NoMetadataField(f"project {project}'s collection was made before user metadata existed: "
+                              f"`ragstream reindex -p {project}` builds one that has it")
     limit = want
     while True:
         if mode == "hybrid":
@@ -178,7 +187,9 @@ async def search(query: str, *, project: str, k: int, settings: Settings,
     "hybrid" (default: dense + BM25) or "dense" (see the module docstring); open
     ``clients`` to reuse (else each call opens its own); ``alias`` "prod" (default)
     or "test" (:func:`current_candidates`).  Raises ValueError for another mode or
-    alias, LookupError for a test alias not made yet."""
+    alias, LookupError for a test alias not made yet, ``schemas.user_metadata.InvalidMetadata``
+    for a bad metadata filter and ``adapters.vector_store.NoMetadataField`` (a
+    LookupError) for a metadata filter on a collection made before the field."""
     from adapters.reranker import TritonReranker, rerank
 
     vector, query_embedder = await embed_query(query, settings)

@@ -164,6 +164,20 @@ class InternalError(DocumentError):
     code = "internal"
 
 
+def error_with_code(code: str, reason: str) -> DocumentError:
+    """A permanent DocumentError of the class whose code is ``code`` (the first such
+    class in definition order; InternalError for an unknown code) with ``reason``:
+    a failure recorded as ``(code, reason)`` raised again (a split document whose
+    every part failed, agents/chunk.py)."""
+    classes, seen = [DocumentError], []
+    while classes:
+        cls = classes.pop(0)
+        seen.append(cls)
+        classes += cls.__subclasses__()
+    cls = next((c for c in seen if c.code == code and c is not DocumentError), InternalError)
+    return cls(reason, permanent=True)
+
+
 def code_of(exc: BaseException) -> str:
     """The failure code of any exception: a DocumentError's own, else ``"internal"``."""
     return exc.code if isinstance(exc, DocumentError) else "internal"

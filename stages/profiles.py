@@ -47,6 +47,9 @@ class Profile:
             (``stages.document_parts.CHARS_PER_PAGE`` characters each) for other
             long documents.
         filetypes: accepted detected types (``detect.DetectedType.filetype``).
+        allow_partial: a part of a split document (a page range, a unit range) that
+            fails for good leaves the document COMPLETED with ``partial: true`` and
+            the part listed (adapters/failed_parts.py); off, it fails the document.
     """
 
     name: str = "default"
@@ -60,6 +63,7 @@ class Profile:
     timeout_s: float = 600.0
     max_pages_per_task: int = 32
     filetypes: frozenset[str] = field(default_factory=lambda: NATIVE_TYPES | CONVERT_ONLY_TYPES)
+    allow_partial: bool = True
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:

@@ -13,7 +13,7 @@ import faust
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from schemas import StatusEvent
-from streams import broker_quirks
+from streams import broker_quirks, tracing
 from topics import STATUS, TopicSpec
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,10 @@ async def producer(bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
 
 async def send_record(prod: AIOKafkaProducer, spec: TopicSpec, key: str, record: faust.Record) -> None:
     """Send ``record`` (its orjson serialisation) to ``spec``'s topic, keyed by ``key``;
-    waits for the broker's acknowledgement."""
-    await prod.send_and_wait(spec.name, key=key.encode(), value=record.dumps())
+    waits for the broker's acknowledgement.  The record's version span, when tracing
+    (streams/tracing.py), goes in the headers."""
+    await prod.send_and_wait(spec.name, key=key.encode(), value=record.dumps(),
+                             headers=tracing.headers_for(record))
 
 
 async def open_for_display(ev: StatusEvent, keys: Optional[Any]) -> StatusEvent:

@@ -24,8 +24,8 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixe
 
 from adapters import collection_aliases as ca
 from adapters.document_keys import DocumentKeys
-from adapters.metadata import Metadata
-from adapters.vector_store import VectorStore, quote_literal
+from adapters.metadata import Metadata, versions_metadata
+from adapters.vector_store import VectorStore, chunk_row, quote_literal
 from adapters.version_ledger import VersionLedger, VersionState
 from schemas import Chunk, EmbeddedChunk
 from schemas.sealing import SealBroken
@@ -54,14 +54,6 @@ def wanted(state: VersionState) -> bool:
     if state.version == state.current_completed:
         return True
     return state.version > state.current_completed and not state.superseded
-
-
-def chunk_row(chunk: EmbeddedChunk) -> dict[str, Any]:
-    """The Milvus row of an embedded chunk (the index stage writes the same fields)."""
-    return {"chunk_id": chunk.chunk_id, "vector": list(chunk.vector), "document_id": chunk.document_id,
-            "version": chunk.version, "chunk_index": chunk.index, "page_number": chunk.page_number,
-            "element_types": ",".join(chunk.element_types), "filename": chunk.filename,
-            "project": chunk.project, "category": chunk.category, "text": chunk.text}
 
 
 CURRENT_SQL = """
@@ -179,7 +171,8 @@ class Replay:
             model = getattr(self.embedder, "model_name", "all-MiniLM-L6-v2")
             kept = [EmbeddedChunk(**c.asdict(), vector=v.tolist(), embedding_model=model)
                     for c, v in zip(kept, vectors)]
-        rows = [chunk_row(c) for c in kept]
+        user_metadata = await versions_metadata(self.ledger.pool, {(c.document_id, c.version) for c in kept})
+        rows = [chunk_row(c, user_metadata.get((c.document_id, c.version))) for c in kept]
         self.written += await asyncio.to_thread(ca.upsert_rows, self.store, self.collection, rows)
 
     async def _wanted(self, document_id: str, version: int) -> bool:
@@ -275,5 +268,5 @@ async def catch_up_and_move(*, project: str, collection: str, group: str, settin
     return done
 
 
-__all__ = ["CatchUp", "ReindexIncomplete", "Replay", "catch_up_and_move", "chunk_row",
+__all__ = ["CatchUp", "ReindexIncomplete", "Replay", "catch_up_and_move",
            "current_chunk_counts", "missing_chunks", "prune", "replay_group", "wanted"]

@@ -10,6 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
+from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -41,6 +42,12 @@ class Settings(BaseSettings):
     s3_secret_key: str = "ragstream-secret"
     s3_region: str = "us-east-1"
     bucket: str = "ragstream"
+    # ``ragstream sync s3://bucket/prefix`` (adapters/source_listing.py): the
+    # source's S3 endpoint and credentials; empty: the object store's s3_* above
+    sync_s3_endpoint: str = ""
+    sync_s3_access_key: str = ""
+    sync_s3_secret_key: str = ""
+    sync_s3_region: str = ""
 
     # PostgreSQL (metadata, status projection)
     pg_port: int = 15432
@@ -93,6 +100,11 @@ class Settings(BaseSettings):
     # log lines: text, or one JSON object per line with the record's document id,
     # version, stage, project and trace id (streams/log_format.py)
     log_format: Literal["text", "json"] = "text"
+    # OpenTelemetry traces of document versions (streams/tracing.py): off, otlp (the
+    # endpoint from OTEL_EXPORTER_OTLP_ENDPOINT) or file (JSON spans appended to
+    # trace_file)
+    tracing: Literal["off", "otlp", "file"] = "off"
+    trace_file: str = ""
     # each stage worker refreshes its consumer-lag gauges (streams/lag.py) this often
     # (seconds; 0 = off)
     lag_refresh_s: float = 5.0
@@ -195,6 +207,14 @@ class Settings(BaseSettings):
     api_port: int = 8080
     api_max_upload_bytes: int = 512 * 1024 * 1024
     api_reference_buckets: str = ""
+
+    # MCP server (``ragstream mcp``, mcp_server/): the ragstream HTTP API it is a client
+    # of, the one project API key it calls it with (from the environment only,
+    # RAGSTREAM_MCP_API_KEY: a command-line argument would show in ``ps``), and the
+    # deadline of one API call (seconds; an upload of the largest file must fit in it)
+    mcp_api_url: str = "http://127.0.0.1:8080"
+    mcp_api_key: SecretStr = SecretStr("")
+    mcp_timeout_s: float = 300.0
 
     # completion callbacks (agents/notify.py): hosts (names, IPs or CIDRs,
     # comma-separated) that may resolve to private/loopback/link-local addresses;

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from streams import tracing
 from streams.app import STAGES, check_stages, create_app
 from streams.log_format import configure, logging_config
 from streams.settings import get_settings
@@ -54,6 +55,7 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     settings = get_settings()
     configure(settings.log_format, loglevel)  # Faust applies the same config again when it starts
+    tracing.configure(settings.tracing, stage, settings.trace_file)
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions,
                               timeout_s=settings.broker_wait_s))
     serve_metrics(settings.metrics_port, settings.metrics_host)

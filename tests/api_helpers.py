@@ -65,13 +65,19 @@ class ApiServer:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 10 s."""
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """Stop a server the test started: SIGTERM, then SIGKILL after ``grace_s`` seconds
+    (nothing when it has already exited)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
 
 
 _server: Optional[ApiServer] = None

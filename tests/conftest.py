@@ -42,6 +42,7 @@ for _k, _v in TEST_ENV.items():
 
 from devstack.ports import free_port_block  # noqa: E402,F401  (after the environment; tests import it from here)
 
+TRACE_FILE = "traces.jsonl"  # the session worker's spans, in .ragstream-test/logs
 WORKER_METRICS_PORT = int(os.environ.get("RAGSTREAM_TEST_WORKER_METRICS_PORT", "29100"))
 # the shared corpus: beside the checkout (as in CI), or wherever RAGSTREAM_CORPUS says
 CORPUS = Path(os.environ.get("RAGSTREAM_CORPUS", ROOT.parent / "shared" / "corpus"))
@@ -88,7 +89,10 @@ def worker(stack):
                              "RAGSTREAM_UPLOAD_SWEEP_AFTER_S": "10",
                              "RAGSTREAM_UPLOAD_SWEEP_INTERVAL_S": "3",
                              # the suite's worker logs JSON lines (tests/test_log_format.py)
-                             "RAGSTREAM_LOG_FORMAT": "json"})
+                             "RAGSTREAM_LOG_FORMAT": "json",
+                             # and writes its spans to a file (tests/test_tracing.py)
+                             "RAGSTREAM_TRACING": "file",
+                             "RAGSTREAM_TRACE_FILE": str(stack.data_dir / "logs" / TRACE_FILE)})
     time.sleep(2)
     assert proc.poll() is None, "worker exited at start; see .ragstream-test/logs/worker.log"
     yield proc

@@ -206,3 +206,13 @@ def test_callback_survives_postgres_and_receiver_outages(api, project, stack):
         receiver.close()
     assert len(got) == 1 and got[0]["verified"]
     assert len(receiver.accepted[idempotency_key(doc, 1, "COMPLETED")]) == 1
+
+
+def test_a_partial_completion_says_so_in_its_callback():
+    parts = [{"part": "pages 2-2", "code": "too_large", "reason": "page too large"}]
+    body = json.loads(callback_body(document_id="p.d", project="p", version=1, status="COMPLETED",
+                                    output=None, error=None, chunks=2, at=1.0e9, failed_parts=parts))
+    assert (body["partial"], body["failed_parts"]) == (True, parts)
+    whole = json.loads(callback_body(document_id="p.d", project="p", version=1, status="COMPLETED",
+                                     output=None, error=None, chunks=2, at=1.0e9))
+    assert (whole["partial"], whole["failed_parts"]) == (False, [])

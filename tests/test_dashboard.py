@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api_helpers import create_key, upload
+from api_helpers import create_key, stop_process, upload
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 STATIC = Path(__file__).resolve().parents[1] / "api" / "static"
@@ -54,12 +54,7 @@ class Chromium:
         return next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
 
     def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        stop_process(self.proc)
 
 
 class Page:

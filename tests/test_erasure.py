@@ -185,9 +185,12 @@ def test_delete_leaves_no_copy_anywhere_and_reindex_rebuilds_the_rest(stack, wor
         (tmp_path / name).write_text(text)
     secret = tmp_path / f"{marker}.txt"
     secret.write_text(f"The {marker} plan is confidential.\n")
-    first = ingest([tmp_path / n for n in KEEP] + [secret], project)
+    first = ingest([tmp_path / n for n in KEEP], project)
     assert {e.status for e in first.last.values()} == {"COMPLETED"}, first.last
-    doc = next(r for r in first.results if r.path.name == secret.name)
+    # the secret document's user metadata carries the marker too (a delete blanks it)
+    own = ingest([secret], project, user_metadata={"note": f"{marker} memo", "tags": [marker]})
+    assert {e.status for e in own.last.values()} == {"COMPLETED"}, own.last
+    doc = own.results[0]
     # version 2 of the same document fails: a dead letter carrying its file name
     broken = tmp_path / f"{marker}-2.pdf"
     broken.write_bytes(b"%PDF-1.7\n" + b"\x00\xff" * 300 + b"\n%%EOF\n")
@@ -208,6 +211,7 @@ def test_delete_leaves_no_copy_anywhere_and_reindex_rebuilds_the_rest(stack, wor
     assert before["vector-json"] and before["marker"], f"the scan of the topics misses what it looks for: {before}"
     pg_before = run(_pg_holding(stack.pg_dsn, needles))
     assert any(h.startswith("embedding_cache.vector") for h in pg_before), pg_before
+    assert any(h.startswith("document_versions.user_metadata") for h in pg_before), pg_before
 
     async def delete() -> None:
         async with Metadata(stack.pg_dsn) as md, producer(stack.kafka_bootstrap) as prod:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("streams", "api", "cli", "devstack", "search", "drills", "agents", "topics",
-            "schemas", "stages", "adapters", "bench")
+            "schemas", "stages", "adapters", "bench", "mcp_server")
 
 
 def project_modules(root: Path = ROOT) -> dict[str, Path]:

@@ -109,12 +109,13 @@ def test_fresh_database_reaches_head_and_stays(schema_dsn):
         return before, first, again, await _shape(schema_dsn)
 
     before, first, again, shape = run(scenario())
-    assert before is None and first == again == head_revision() == "0005_document_keys"
+    assert before is None and first == again == head_revision() == "0008_source_objects"
     tables = {c[0] for c in shape["columns"]}
     assert tables == {"alembic_version", "document_versions", "documents", "version_outcomes",
                       "document_deletions", "version_steps", "api_keys", "project_secrets",
                       "callbacks", "pipeline_profiles", "embedding_cache",
-                      "document_keys", "embedding_cache_uses"}
+                      "document_keys", "embedding_cache_uses", "version_failed_parts",
+                      "source_objects"}
     assert ("document_versions", "error_code", "text", "YES", None) in shape["columns"]
 
 

@@ -22,9 +22,17 @@ class _Recorder:
         self.sent.append(value)
 
 
+class _NoFailedParts:
+    """The version's failed parts (adapters/failed_parts.py): none."""
+
+    async def fetch(self, *args):
+        return []
+
+
 class _Ledger:
     def __init__(self) -> None:
         self.marked = 0
+        self.pool = _NoFailedParts()
 
     async def mark_announced(self, document_id, version):
         self.marked += 1

@@ -143,3 +143,16 @@ def test_status_for_display_raises_what_is_not_an_outage():
 
     with pytest.raises(TypeError):
         asyncio.run(open_for_display(ev, Broken()))
+
+
+def test_a_partial_completions_failed_parts_are_sealed_and_open_again():
+    key = new_data_key()
+    parts = [{"part": f"{SECRET}.pdf", "code": "skipped", "reason": "encrypted attachment"}]
+    event = status_event("p.d", 1, DocumentStatus.COMPLETED, stage="index", project="p",
+                         filename="f.eml", failed_parts=parts)
+    assert event.partial is True
+    raw = seal_record(event, key).dumps()
+    assert SECRET.encode() not in raw
+    clear = decode_event(StatusEvent, raw)
+    assert (clear.partial, clear.failed_parts) == (True, [])
+    assert open_record(clear, key).failed_parts == parts

@@ -12,7 +12,7 @@ from api_helpers import create_key, upload, wait_status
 pytestmark = pytest.mark.integration
 
 HIT_FIELDS = {"document_id", "version", "filename", "page_number", "element_types", "text", "score",
-              "dense_score"}
+              "dense_score", "metadata"}
 QUERY = "energy use per megalitre West Hollow"
 
 

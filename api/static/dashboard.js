@@ -44,7 +44,9 @@
       tr.appendChild(el("td", "mono", d.document_id));
       tr.appendChild(el("td", "", d.filename));
       tr.appendChild(el("td", "", d.version));
-      tr.appendChild(el("td", "status s-" + d.status, d.status));
+      const statusCell = el("td", "status s-" + d.status, d.status + (d.partial ? " (partial)" : ""));
+      if (d.partial) statusCell.title = (d.failed_parts || []).map((f) => f.part + ": " + f.reason).join("\n");
+      tr.appendChild(statusCell);
       tr.appendChild(el("td", "", d.stage));
       tr.appendChild(el("td", "", d.chunks_total ? (d.chunks_done || 0) + "/" + d.chunks_total : ""));
       tr.appendChild(el("td", "", fmtTime(d.at)));
@@ -63,6 +65,19 @@
       tr.appendChild(el("td", "mono code", d.error_code || ""));
       tr.appendChild(el("td", "s-FAILED", d.error || "(no reason)"));
       fbody.appendChild(tr);
+    }
+    // a partial document's missing parts, one row each (it is COMPLETED: the rest is searchable)
+    for (const d of rows.filter((x) => x.status === "COMPLETED" && x.partial)) {
+      for (const f of d.failed_parts || []) {
+        const tr = el("tr", "partial");
+        tr.appendChild(el("td", "mono", d.document_id));
+        tr.appendChild(el("td", "", d.filename));
+        tr.appendChild(el("td", "", d.version));
+        tr.appendChild(el("td", "", "partial"));
+        tr.appendChild(el("td", "mono code", f.code || ""));
+        tr.appendChild(el("td", "", f.part + ": " + f.reason));
+        fbody.appendChild(tr);
+      }
     }
   }
 
@@ -100,7 +115,8 @@
     for (const d of page.items.reverse()) {
       upsert({ document_id: d.document_id, filename: d.filename, version: d.version, status: d.status,
                stage: d.stage, chunks_total: d.chunks_total, chunks_done: d.chunks_done, error: d.error,
-               error_code: d.error_code, at: Date.parse(d.updated_at) / 1000 }, false);
+               error_code: d.error_code, partial: d.partial, failed_parts: d.failed_parts,
+               at: Date.parse(d.updated_at) / 1000 }, false);
     }
     render();
   }
