@@ -12,7 +12,7 @@ SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60,
 :func:`rrf_fuse`: ties broken by the two scores).
 
-Size: ~690 lines — one client class whose every call shares the reconnect wrapper
+Size: ~735 lines — one client class whose every call shares the reconnect wrapper
 (``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
 reads from writes would export those private helpers across modules.
 
@@ -209,6 +209,23 @@ _CONNECTION_MARKERS = ("fail connecting", "server unavailable", "unavailable", "
                        "connection reset", "goaway")
 
 
+def secured_options() -> dict[str, Any]:
+    """MilvusClient keyword arguments for a secured Milvus, from the settings:
+    ``token`` (RAGSTREAM_MILVUS_TOKEN, "user:password" or an API key) and, for an
+    ``https://`` URI signed by a private CA, ``server_pem_path``
+    (RAGSTREAM_MILVUS_CA_PEM; pymilvus then verifies the server against it).
+    Empty on the embedded stack."""
+    from streams.settings import get_settings
+
+    settings = get_settings()
+    options: dict[str, Any] = {}
+    if settings.milvus_token.get_secret_value():
+        options["token"] = settings.milvus_token.get_secret_value()
+    if settings.milvus_ca_pem:
+        options.update(secure=True, server_pem_path=settings.milvus_ca_pem)
+    return options
+
+
 def has_alias(client: MilvusClient, alias: str) -> bool:
     """True when Milvus alias ``alias`` exists (in the client's database); one
     ``list_aliases`` call."""
@@ -402,7 +419,8 @@ class VectorStore:
         with self._lock:
             if self._client is None:
                 self._client = MilvusClient(uri=self.uri, timeout=self.connect_timeout_s,
-                                            dedicated=True, grpc_options=dict(GRPC_OPTIONS))
+                                            dedicated=True, grpc_options=dict(GRPC_OPTIONS),
+                                            **secured_options())
             return self._client
 
     def close(self) -> None:

@@ -183,8 +183,11 @@ class StageContext:
         if name not in self._partitions:
             from aiokafka.admin import AIOKafkaAdminClient
 
+            from streams import kafka_auth
+
             admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.kafka_bootstrap,
-                                        request_timeout_ms=15000)
+                                        request_timeout_ms=15000,
+                                        **kafka_auth.client_options(self.settings))
             await admin.start()
             try:
                 described = await admin.describe_topics([name])

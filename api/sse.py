@@ -30,6 +30,7 @@ from aiokafka import AIOKafkaConsumer
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_fixed
 
 from schemas import StatusEvent
+from streams import kafka_auth
 from streams.document_ids import local_id
 from streams.kafka_io import open_for_display, tail_status
 from topics import STATUS
@@ -68,7 +69,7 @@ class StatusHub:
         partition, so events produced after ``start`` returns are never missed."""
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
-            client_id=f"ragstream-api-hub-{uuid.uuid4().hex[:8]}")
+            client_id=f"ragstream-api-hub-{uuid.uuid4().hex[:8]}", **kafka_auth.client_options())
         await consumer.start()
         try:
             parts = await asyncio.wait_for(self._partitions(consumer), timeout_s)

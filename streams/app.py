@@ -15,7 +15,7 @@ from typing import Sequence
 import faust
 
 import schemas  # noqa: F401  (registers the orjson codec)
-from streams import broker_quirks, commit_order
+from streams import broker_quirks, commit_order, kafka_auth
 from streams.settings import Settings, get_settings
 
 # ``projection`` writes the status changelog into PostgreSQL (it was ``project``,
@@ -60,6 +60,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
         # a stage's group is new only on the first deployment (ids are stable), when
         # everything already on its topic is work still to do
         consumer_auto_offset_reset="earliest",
+        broker_credentials=kafka_auth.faust_credentials(settings),
         **broker_quirks.faust_settings(settings),
     )
     broker_quirks.tolerate_commit_outages(app)  # quirk 8: a commit during an S3 outage

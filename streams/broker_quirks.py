@@ -192,7 +192,7 @@ def faust_settings(settings: Optional[Settings] = None) -> dict[str, Any]:
         "broker_heartbeat_interval": HEARTBEAT_INTERVAL_S,
         "broker_max_poll_interval": poll_interval_s(settings),
         "topic_allow_declare": True,
-        "topic_replication_factor": 1,
+        "topic_replication_factor": settings.topic_replication_factor,
     }
     if single_record_batches(settings):
         faust["producer_max_batch_size"] = 1  # bytes: one record per batch
@@ -312,10 +312,13 @@ def fetch_consumer(bootstrap: str, max_wait_ms: int = QUICK_WAIT_MS):
 
     from aiokafka import AIOKafkaConsumer
 
+    from streams import kafka_auth
+
     return AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                             enable_auto_commit=False, fetch_max_wait_ms=max_wait_ms,
                             max_partition_fetch_bytes=FETCH_BYTES, auto_offset_reset="earliest",
-                            client_id=f"ragstream-ends-{uuid.uuid4().hex[:8]}")
+                            client_id=f"ragstream-ends-{uuid.uuid4().hex[:8]}",
+                            **kafka_auth.client_options())
 
 
 @dataclass(frozen=True)

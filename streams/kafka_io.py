@@ -13,7 +13,7 @@ import faust
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 from schemas import StatusEvent
-from streams import broker_quirks, tracing
+from streams import broker_quirks, kafka_auth, tracing
 from topics import STATUS, TopicSpec
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 async def producer(bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
     """A started aiokafka producer (no idempotence: the embedded broker rejects it)."""
     prod = AIOKafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=30000,
-                            **broker_quirks.producer_kwargs())
+                            **broker_quirks.producer_kwargs(), **kafka_auth.client_options())
     await prod.start()
     try:
         yield prod
@@ -84,7 +84,7 @@ async def tail_status(bootstrap: str, *, from_beginning: bool = True,
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
         auto_offset_reset="earliest" if from_beginning else "latest",
-        client_id=f"ragstream-tail-{uuid.uuid4().hex[:8]}")
+        client_id=f"ragstream-tail-{uuid.uuid4().hex[:8]}", **kafka_auth.client_options())
     try:  # stop() in the finally also when start() fails (else aiokafka warns "Unclosed")
         await consumer.start()
         partitions: set = set()
@@ -138,7 +138,8 @@ async def read_topic(bootstrap: str, topic: str, *,
     """
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        auto_offset_reset="earliest", client_id=f"ragstream-read-{uuid.uuid4().hex[:8]}")
+        auto_offset_reset="earliest", client_id=f"ragstream-read-{uuid.uuid4().hex[:8]}",
+        **kafka_auth.client_options())
     try:  # stop() in the finally also when start() fails (else aiokafka warns "Unclosed")
         await consumer.start()
         if topic not in await consumer.topics():

@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -29,6 +29,22 @@ class Settings(BaseSettings):
     # which then starts first) or "memory://tansu/" (lost on restart)
     broker_storage: str = "s3://ragstream-broker/"
     topic_partitions: int = 4
+    # replicas of every topic ragstream and Faust create: 1 for one broker (the
+    # embedded stack); 3 on a production cluster.  ``topic_min_insync_replicas``
+    # (0: the broker's default) is set on each topic; producers send acks=all, so it
+    # must not exceed the replication factor (checked at start)
+    topic_replication_factor: int = Field(1, ge=1)
+    topic_min_insync_replicas: int = Field(0, ge=0)
+    # how clients authenticate to Kafka (streams/kafka_auth.py): PLAINTEXT on the
+    # embedded stack; SSL, SASL_PLAINTEXT or SASL_SSL for a secured cluster, with a
+    # PLAIN or SCRAM user, an optional private CA bundle and client certificate (PEM)
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: SecretStr = SecretStr("")
+    kafka_ssl_cafile: str = ""
+    kafka_ssl_certfile: str = ""
+    kafka_ssl_keyfile: str = ""
     # every process waits this long (seconds) for the broker and the catalogue's
     # topics at start (topics/admin.ensure_topics), with backoff, then fails clearly
     broker_wait_s: float = 60.0
@@ -57,6 +73,10 @@ class Settings(BaseSettings):
     # is retried, reconnecting with backoff, before a call fails (seconds)
     milvus_uri: str = "http://127.0.0.1:19530"
     milvus_reconnect_s: float = 60.0
+    # a secured Milvus (adapters/vector_store.py): a token ("user:password" or an
+    # API key) and, for an https:// URI signed by a private CA, that CA's PEM file
+    milvus_token: SecretStr = SecretStr("")
+    milvus_ca_pem: str = ""
 
     # Triton inference server (the embedded stack serves it on 127.0.0.1)
     triton_host: str = "127.0.0.1"
@@ -229,6 +249,22 @@ class Settings(BaseSettings):
     # after ``ragstream apikey secret --rotate``, callbacks carry a second ``v1=``
     # signature with the previous secret for this long (s), so receivers can switch
     callback_secret_overlap_s: float = 24 * 3600.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Settings":
+        """Refuse, at start, combinations that would fail on first use: SASL without
+        a user, a client key without its certificate, more in-sync replicas than
+        replicas (every acks=all send would be refused)."""
+        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_username:
+            raise ValueError(f"RAGSTREAM_KAFKA_SECURITY_PROTOCOL={self.kafka_security_protocol} "
+                             "needs RAGSTREAM_KAFKA_SASL_USERNAME and RAGSTREAM_KAFKA_SASL_PASSWORD")
+        if self.kafka_ssl_keyfile and not self.kafka_ssl_certfile:
+            raise ValueError("RAGSTREAM_KAFKA_SSL_KEYFILE needs RAGSTREAM_KAFKA_SSL_CERTFILE")
+        if self.topic_min_insync_replicas > self.topic_replication_factor:
+            raise ValueError(f"RAGSTREAM_TOPIC_MIN_INSYNC_REPLICAS={self.topic_min_insync_replicas} "
+                             f"exceeds RAGSTREAM_TOPIC_REPLICATION_FACTOR={self.topic_replication_factor}: "
+                             "the broker would refuse every acks=all send")
+        return self
 
 
 @lru_cache(maxsize=1)

@@ -17,6 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from streams import kafka_auth
+from streams.settings import Settings, get_settings
 from topics.catalogue import ALL, TopicSpec
 
 log = logging.getLogger(__name__)
@@ -37,15 +39,19 @@ class _NotYet(Exception):
 
 
 async def _ensure_once(bootstrap: str, default_partitions: int, specs: tuple[TopicSpec, ...],
-                       created: set[str]) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+                       created: set[str], settings: Settings) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000,
+                                **kafka_auth.client_options(settings))
+    replicas = settings.topic_replication_factor
+    min_insync = settings.topic_min_insync_replicas
     kafka_log = logging.getLogger("aiokafka")
     level = kafka_log.level
     kafka_log.setLevel(logging.CRITICAL)  # "Unable connect" while the broker (re)starts is expected
     try:
         await admin.start()
         existing = set(await admin.list_topics())
-        missing = [NewTopic(s.name, s.partitions or default_partitions, 1, topic_configs=s.config())
+        missing = [NewTopic(s.name, s.partitions or default_partitions, replicas,
+                            topic_configs=s.config(min_insync))
                    for s in specs if s.name not in existing]
         if missing:
             try:
@@ -71,8 +77,13 @@ async def _ensure_once(bootstrap: str, default_partitions: int, specs: tuple[Top
 
 
 async def ensure_topics(bootstrap: str, default_partitions: int,
-                        specs: tuple[TopicSpec, ...] = ALL, timeout_s: float = 60.0) -> list[str]:
+                        specs: tuple[TopicSpec, ...] = ALL, timeout_s: float = 60.0,
+                        settings: Settings | None = None) -> list[str]:
     """Create missing topics and wait until the broker lists all of ``specs``.
+
+    Each topic gets ``settings.topic_replication_factor`` replicas and, when set,
+    ``min.insync.replicas``; the client authenticates as ``settings`` say
+    (streams/kafka_auth.py).  ``settings`` defaults to ``get_settings()``.
 
     Retries (exponential backoff 0.2 s … 3 s) while the broker is unreachable or a
     topic is not listed yet, for up to ``timeout_s`` seconds.  Topics created
@@ -82,6 +93,7 @@ async def ensure_topics(bootstrap: str, default_partitions: int,
     Raises :class:`BrokerUnavailable` (with the last error) after ``timeout_s``, and
     :class:`TopicRefused` at once when the broker refuses a topic for another reason.
     """
+    settings = settings or get_settings()
     created: set[str] = set()
     start = time.monotonic()
     retrying = AsyncRetrying(
@@ -93,7 +105,7 @@ async def ensure_topics(bootstrap: str, default_partitions: int,
     try:
         async for attempt in retrying:
             with attempt:
-                await _ensure_once(bootstrap, default_partitions, specs, created)
+                await _ensure_once(bootstrap, default_partitions, specs, created, settings)
             if attempt.retry_state.attempt_number > 1:
                 log.info("broker %s ready after %.1f s", bootstrap, time.monotonic() - start)
     except (_NotYet, KafkaError, OSError, TimeoutError) as exc:

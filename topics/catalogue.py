@@ -44,12 +44,16 @@ class TopicSpec:
     retention_ms: int = 7 * DAY_MS
     compacted: bool = False
 
-    def config(self) -> dict[str, str]:
-        """Broker topic configs (``cleanup.policy``, ``retention.ms``)."""
-        return {
+    def config(self, min_insync_replicas: int = 0) -> dict[str, str]:
+        """Broker topic configs (``cleanup.policy``, ``retention.ms``, and
+        ``min.insync.replicas`` when given; 0 leaves the broker's default)."""
+        config = {
             "cleanup.policy": "compact" if self.compacted else "delete",
             "retention.ms": str(self.retention_ms),
         }
+        if min_insync_replicas:
+            config["min.insync.replicas"] = str(min_insync_replicas)
+        return config
 
 
 UPLOADS = TopicSpec("ragstream.uploads", UploadEvent,
