@@ -91,8 +91,13 @@ def _compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
-def _keda_validator():
-    return jsonschema_rs.validator_for(json.loads((SCHEMAS / "keda-scaledobject-v1alpha1.json").read_text()))
+# the vendored schema of each KEDA kind the manifests use (deploy/schemas/refresh.py)
+KEDA_SCHEMAS = {"ScaledObject": "keda-scaledobject-v1alpha1.json",
+                "TriggerAuthentication": "keda-triggerauthentication-v1alpha1.json"}
+
+
+def _keda_validator(kind: str = "ScaledObject"):
+    return jsonschema_rs.validator_for(json.loads((SCHEMAS / KEDA_SCHEMAS[kind]).read_text()))
 
 
 def _compose_validator():
@@ -100,10 +105,10 @@ def _compose_validator():
 
 
 def _k8s_errors(doc: dict) -> list[str]:
-    """Schema errors of one object ([] when valid): KEDA's schema for ScaledObjects,
+    """Schema errors of one object ([] when valid): KEDA's schemas for its kinds,
     kubernetes-validate's strict schemas for everything else."""
-    if doc["kind"] == "ScaledObject":
-        return [f"{e.instance_path}: {e.message}" for e in _keda_validator().iter_errors(doc)]
+    if doc["kind"] in KEDA_SCHEMAS:
+        return [f"{e.instance_path}: {e.message}" for e in _keda_validator(doc["kind"]).iter_errors(doc)]
     try:
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
     except kubernetes_validate.ValidationError as e:
@@ -142,6 +147,10 @@ BROKEN_MANIFESTS = {
         "ScaledObject", "ragstream-partition", lambda d: d["spec"]["triggers"][0]["metadata"].update(lagThreshold=2)),
     "ScaledObject without scaleTargetRef": _broken(
         "ScaledObject", "ragstream-chunk", lambda d: d["spec"].pop("scaleTargetRef")),
+    "ScaledObject fallback replicas not an integer": _broken(
+        "ScaledObject", "ragstream-index", lambda d: d["spec"]["fallback"].update(replicas="2")),
+    "TriggerAuthentication secret ref without its key": _broken(
+        "TriggerAuthentication", "ragstream-kafka", lambda d: d["spec"]["secretTargetRef"][0].pop("key")),
 }
 
 
@@ -215,12 +224,79 @@ def test_keda_scales_each_stage_on_its_consumer_group_lag_within_its_partitions(
         (trigger,) = spec["triggers"]
         meta = trigger["metadata"]
         assert trigger["type"] == "kafka"
-        assert meta["bootstrapServers"] == _config()["RAGSTREAM_KAFKA_BOOTSTRAP"]
+        # KEDA resolves the address in its own namespace, from the target's environment
+        assert "bootstrapServers" not in meta
+        assert meta["bootstrapServersFromEnv"] == "RAGSTREAM_KAFKA_BOOTSTRAP"
+        assert trigger["authenticationRef"]["name"] in _objects("TriggerAuthentication")
+        assert spec["minReplicaCount"] <= spec["fallback"]["replicas"] <= spec["maxReplicaCount"], name
         assert meta["consumerGroup"] == app_id(stage)
         assert meta["topic"] == STAGE_TOPICS[stage][0].name
         assert int(meta["lagThreshold"]) > 0
         assert meta["offsetResetPolicy"] == "earliest"  # the workers' auto_offset_reset
         assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] <= _partitions(meta["topic"]), name
+
+
+def test_every_deployment_has_a_disruption_budget_that_lets_a_drain_finish():
+    budgets = _objects("PodDisruptionBudget")
+    for name, dep in _objects("Deployment").items():
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        matching = [b for b in budgets.values()
+                    if b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+        assert len(matching) == 1, name
+        assert matching[0]["spec"].get("maxUnavailable") == 1, name
+
+
+def test_images_carry_the_project_version_not_latest():
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    kz = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    (image,) = [i for i in kz["images"] if i["name"] == "ragstream"]
+    assert image["newTag"] == version
+    for name, dep in _objects("Deployment").items():
+        for c in dep["spec"]["template"]["spec"]["containers"]:
+            if c["image"].partition(":")[0] == "ragstream":
+                assert c["image"] == f"ragstream:{version}", name
+    compose_images = {s["image"] for s in _compose()["services"].values() if "image" in s}
+    assert f"ragstream:{version}" in compose_images
+    assert not [i for i in compose_images if i.endswith(":latest") or ":" not in i]
+
+
+def test_kafka_address_resolves_from_any_namespace():
+    """KEDA's operator (namespace keda) reads the lag: a bare service name would
+    resolve in its namespace, not ragstream's."""
+    for address in _config()["RAGSTREAM_KAFKA_BOOTSTRAP"].split(","):
+        host = address.rpartition(":")[0]
+        assert host.endswith(".svc.cluster.local") or "." in host, address
+
+
+def test_keda_logs_in_to_kafka_with_the_workers_credentials():
+    """The TriggerAuthentication reads every parameter from keys the Secret defines,
+    username and password from the workers' own settings, with values KEDA's Kafka
+    scaler accepts; and the workers' settings parse (a SASL protocol needs a user)."""
+    (auth,) = _objects("TriggerAuthentication").values()
+    secret = _objects("Secret")["ragstream-secrets"]["stringData"]
+    refs = {r["parameter"]: r for r in auth["spec"]["secretTargetRef"]}
+    assert {"sasl", "tls", "username", "password"} <= set(refs)
+    for ref in refs.values():
+        assert ref["name"] == "ragstream-secrets" and ref["key"] in secret, ref
+    assert refs["username"]["key"] == "RAGSTREAM_KAFKA_SASL_USERNAME"
+    assert refs["password"]["key"] == "RAGSTREAM_KAFKA_SASL_PASSWORD"
+    assert secret[refs["sasl"]["key"]] in {"none", "plaintext", "scram_sha256", "scram_sha512"}
+    assert secret[refs["tls"]["key"]] in {"enable", "disable"}
+    ragstream = {k.removeprefix("RAGSTREAM_").lower(): v for k, v in _config().items()
+                 if k.startswith("RAGSTREAM_") and k not in NON_SETTINGS_ENV}
+    settings = Settings(**ragstream)
+    assert settings.topic_replication_factor >= settings.topic_min_insync_replicas >= 1
+    protocol = settings.kafka_security_protocol
+    assert (secret[refs["sasl"]["key"]] != "none") == protocol.startswith("SASL"), protocol
+    assert (secret[refs["tls"]["key"]] == "enable") == protocol.endswith("SSL"), protocol
+
+
+def test_compose_kafka_keeps_its_log_in_its_volume():
+    kafka = _compose()["services"]["kafka"]
+    mounts = {v.partition(":")[2] for v in kafka["volumes"]}
+    assert kafka["environment"]["KAFKA_LOG_DIRS"] in mounts
 
 
 def test_triton_runs_on_a_gpu_node_with_probes_and_its_model_repository():
