@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import faust
@@ -60,13 +61,22 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     for part, (start, end) in enumerate(ranges):
         # page ranges go round-robin over the topic's partitions, so every partition
         # worker gets some; a single task follows its key (the document id)
-        partition = part % partitions if len(ranges) > 1 else None
+        partition = task_partition(event.document_id, part, partitions) if len(ranges) > 1 else None
         await ctx.topics.partition_tasks.send(key=event.document_id, partition=partition, value=PartitionTask(
             document_id=event.document_id, version=event.version, project=event.project,
             category=event.category, filename=event.filename, bucket=event.bucket,
             callback_url=event.callback_url, key=key, filetype=result.filetype,
             page_count=result.page_count or 0, page_start=start, page_end=end,
             part=part, parts=len(ranges)))
+
+
+def task_partition(document_id: str, part: int, partitions: int) -> int:
+    """The ``partition-tasks`` partition of page range ``part`` (0-based) of a split
+    document: round-robin over the ``partitions`` partitions, starting from one that
+    the document id picks (CRC-32, the same on every worker and every redelivery), so
+    that split documents do not all start on partition 0 and pile their first ranges
+    on one consumer."""
+    return (zlib.crc32(document_id.encode()) + part) % partitions
 
 
 async def delete_one(ctx: StageContext, event: UploadEvent) -> None:
