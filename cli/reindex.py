@@ -36,8 +36,9 @@ def register(app: typer.Typer, console: Console) -> None:
                 promote: bool = typer.Option(False, "--promote", help="point prod at the test alias's collection"),
                 show: bool = typer.Option(False, "--show", help="print where the prod and test aliases point "
                                                                 "and the collection versions; change nothing"),
-                complete_within_s: float = typer.Option(120.0, "--complete-within", help="seconds to wait for "
-                                                        "the new collection to hold every current chunk"),
+                complete_within_s: float = typer.Option(120.0, "--complete-within", help="give up when the new "
+                                                        "collection still lacks current chunks and the replay has "
+                                                        "made no progress for this many seconds"),
                 as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
         """Rebuild a project's index by replaying its topic into a new collection, then
         swap the alias (search keeps serving the old one until then)."""

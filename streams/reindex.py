@@ -88,7 +88,8 @@ async def reindex(project: str, *, settings: Settings, embedder: Optional[str] =
     or "test") at it, catch up (module docstring).  ``embedder``: None to reuse the
     vectors of ``embeddings``; "onnx" or "triton" to embed ``enhanced-chunks`` again.
     Raises LookupError when the project has no collection, ReindexIncomplete when
-    the new collection stays short of the ledger for ``complete_within_s`` s."""
+    the new collection stays short of the ledger with no replay progress for
+    ``complete_within_s`` s (streams.replay.StallStop)."""
     from adapters.embedder import create_embedder
 
     started = time.monotonic()

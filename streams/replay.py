@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
+from tenacity import AsyncRetrying, retry_if_result, wait_fixed
 
 from adapters import collection_aliases as ca
 from adapters.document_keys import DocumentKeys
@@ -29,7 +29,7 @@ from adapters.vector_store import VectorStore, chunk_row, quote_literal
 from adapters.version_ledger import VersionLedger, VersionState
 from schemas import Chunk, EmbeddedChunk
 from schemas.sealing import SealBroken
-from streams import broker_quirks
+from streams import broker_quirks, kafka_auth
 from topics import EMBEDDINGS, TopicSpec
 
 BATCH = 256  # records written (and embedded) per Milvus upsert
@@ -90,7 +90,8 @@ class Replay:
     async def __aenter__(self) -> "Replay":
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=self.group, enable_auto_commit=False,
-            auto_offset_reset="earliest", client_id=f"{self.group}-{uuid.uuid4().hex[:6]}")
+            auto_offset_reset="earliest", client_id=f"{self.group}-{uuid.uuid4().hex[:6]}",
+            **kafka_auth.client_options())
         await self.consumer.start()
         try:
             if self.spec.name not in await self.consumer.topics():
@@ -232,6 +233,30 @@ class CatchUp:
     moved: Any = None
 
 
+class StallStop:
+    """A tenacity ``stop`` for the catch-up poll: true once ``window_s`` seconds pass
+    in which the replay read no record and the missing chunks did not change.
+
+    The wait is for progress, not a total: replaying a long history (millions of
+    records) takes hours, and a fixed deadline from the start would cut off a
+    reindex that is still gaining rows.  ``replay``: anything with a ``records``
+    count (Replay); each attempt's result is the ``missing_chunks`` dict."""
+
+    def __init__(self, window_s: float, replay: Any):
+        self.window_s = window_s
+        self.replay = replay
+        self.mark: Any = None
+        self.since = time.monotonic()
+
+    def __call__(self, state: Any) -> bool:
+        missing = {} if state.outcome.failed else state.outcome.result()
+        mark = (self.replay.records, sum(wanted - present for _, wanted, present in missing.values()))
+        now = time.monotonic()
+        if mark != self.mark:
+            self.mark, self.since = mark, now
+        return now - self.since >= self.window_s
+
+
 async def catch_up_and_move(*, project: str, collection: str, group: str, settings: Any,
                             store: VectorStore, move: Callable[[], Awaitable[Any]],
                             spec: TopicSpec = EMBEDDINGS, embedder: Any = None,
@@ -240,7 +265,8 @@ async def catch_up_and_move(*, project: str, collection: str, group: str, settin
     ``group``, then call ``move()`` (the alias change) and replay what arrived
     meanwhile.  Rows the ledger does not want (superseded, FAILED, deleted versions)
     are deleted before and after the move.  Raises ReindexIncomplete — ``move`` never
-    called — when current versions' rows stay short for ``complete_within_s`` s."""
+    called — when current versions' rows stay short and the replay makes no progress
+    for ``complete_within_s`` s (StallStop)."""
     done = CatchUp()
     async with Metadata(settings.pg_dsn) as metadata, \
             Replay(settings.kafka_bootstrap, spec, group, project, metadata.ledger, store,
@@ -252,7 +278,7 @@ async def catch_up_and_move(*, project: str, collection: str, group: str, settin
             return missing
 
         # poll: a version completing now has records past the ends just read
-        polling = AsyncRetrying(stop=stop_after_delay(complete_within_s), wait=wait_fixed(0.5),
+        polling = AsyncRetrying(stop=StallStop(complete_within_s, replay), wait=wait_fixed(0.5),
                                 retry=retry_if_result(bool),
                                 retry_error_callback=lambda state: state.outcome.result())
         missing = await polling(replay_and_check)
@@ -268,5 +294,5 @@ async def catch_up_and_move(*, project: str, collection: str, group: str, settin
     return done
 
 
-__all__ = ["CatchUp", "ReindexIncomplete", "Replay", "catch_up_and_move",
+__all__ = ["CatchUp", "ReindexIncomplete", "Replay", "StallStop", "catch_up_and_move",
            "current_chunk_counts", "missing_chunks", "prune", "replay_group", "wanted"]
