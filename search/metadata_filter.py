@@ -106,6 +106,56 @@ def metadata_expr(spec: object) -> str:
     return " and ".join(f"({p})" for p in parts)
 
 
+def _kind(value: object) -> str:
+    """JSON type of a metadata value; Milvus compares ``true`` equal to ``1``, this
+    does not (booleans are not numbers)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return type(value).__name__
+
+
+def _equal(stored: object, wanted: object) -> bool:
+    return _kind(stored) == _kind(wanted) and stored == wanted
+
+
+def _holds(meta: Mapping, key: str, op: str, value: Any) -> bool:
+    if op == "$exists":
+        return (key in meta) == value
+    if key not in meta:
+        return False  # no comparison holds on a missing key ($ne and $nin included)
+    stored = meta[key]
+    if op == "$eq":
+        return _equal(stored, value)
+    if op == "$ne":
+        return not _equal(stored, value)
+    if op in ("$in", "$nin"):
+        return any(_equal(stored, v) for v in value) == (op == "$in")
+    if op in ("$contains", "$contains_any"):
+        wanted = [value] if op == "$contains" else value
+        return isinstance(stored, list) and any(v in stored for v in wanted)
+    if _kind(stored) != _kind(value) or _kind(value) not in ("number", "str"):
+        return False
+    return {"$gt": stored > value, "$gte": stored >= value,
+            "$lt": stored < value, "$lte": stored <= value}[op]
+
+
+def matches(metadata: object, spec: Mapping) -> bool:
+    """Whether a document's user ``metadata`` (a dict, or None for none) passes the
+    filter ``spec`` with JSON's types kept apart, as the module docstring's table
+    reads.  The search applies it to Milvus' hits (search/query.py): Milvus compares
+    across types (``metadata["n"] == true`` holds for a stored ``1``, measured on
+    Milvus Lite 3.2, 2026-12-05), so its expression alone can return a document the
+    filter does not match.  ``spec`` must have passed :func:`metadata_expr`."""
+    meta = metadata if isinstance(metadata, Mapping) else {}
+    for key, cond in spec.items():
+        ops = cond.items() if isinstance(cond, Mapping) else [("$eq", cond)]
+        if not all(_holds(meta, key, str(op), value) for op, value in ops):
+            return False
+    return True
+
+
 def parse_filter(text: str) -> dict[str, Any]:
     """The CLI's ``--metadata-filter '{"team": "ops"}'`` (equality on each key, or the
     operators above): a JSON object parsed and checked (:func:`metadata_expr`);

@@ -133,6 +133,8 @@ async def current_candidates(vector: list[float], query: str, *, project: str, w
 
 async def _candidates(clients: SearchClients, vector: list[float], query: str, *, project: str,
                       want: int, filters: SearchFilters | None, mode: str, alias: str = "prod") -> HybridHits:
+    from search.metadata_filter import matches
+
     store, metadata = clients.vectors, clients.metadata
     expr = filters.milvus_expr() if filters else ""
     if filters is not None and filters.metadata and not await store.has_metadata_field(project, alias):
@@ -148,7 +150,8 @@ async def _candidates(clients: SearchClients, vector: list[float], query: str, *
         hits = found.hits
         current = await metadata.ledger.current_versions(
             sorted({h["document_id"] for h in hits}))
-        kept = [h for h in hits if current.get(h["document_id"]) == h["version"]]
+        kept = [h for h in hits if current.get(h["document_id"]) == h["version"]
+                and (not filters or not filters.metadata or matches(h.get("metadata"), filters.metadata))]
         if len(kept) >= want or len(hits) < limit or limit >= MAX_CANDIDATES:
             return HybridHits(kept[:want], found.rankers, found.fallback_reason)
         limit = min(limit * 2, MAX_CANDIDATES)

@@ -30,7 +30,14 @@ DOCS: dict[str, dict[str, Any] | None] = {
     "beta": {"team": "dev", "year": 2020, "tags": ["energy"], "published": "2020-11-30", "public": False},
     "gamma": {"team": HOSTILE, "year": 2022, "ratio": 1.5},
     "delta": None,
+    # numbers where other documents hold booleans: Milvus alone matches 1 to true
+    "epsilon": {"n": 1, "f": 0, "public": 1},
 }
+
+
+def same(m: dict, key: str, value: Any) -> bool:
+    """``m[key] == value`` with booleans and numbers kept apart, as JSON types are."""
+    return key in m and type(m[key]) is type(value) and m[key] == value
 
 
 def search(api, key: str, **body) -> httpx.Response:
@@ -93,6 +100,13 @@ FILTERS: list[tuple[dict, Callable[[dict], bool]]] = [
     ({"public": False}, lambda m: m.get("public") is False),
     ({"team": {"$exists": False}}, lambda m: "team" not in m),
     ({"team": "ops", "year": 2020}, lambda m: False),
+    # booleans are not numbers (a newcomer found {"n": true} returning n = 1)
+    ({"n": True}, lambda m: same(m, "n", True)),
+    ({"f": False}, lambda m: same(m, "f", False)),
+    ({"n": {"$in": [True]}}, lambda m: same(m, "n", True)),
+    ({"public": 1}, lambda m: same(m, "public", 1)),
+    ({"public": True}, lambda m: same(m, "public", True)),
+    ({"n": 1}, lambda m: same(m, "n", 1)),
 ]
 
 

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from schemas.user_metadata import MAX_BYTES, MAX_KEYS, InvalidMetadata, check_metadata, parse_metadata
-from search.metadata_filter import metadata_expr, parse_filter
+from search.metadata_filter import matches, metadata_expr, parse_filter
 from search.query import SearchFilters
 
 
@@ -112,3 +112,22 @@ def test_cli_filter_text_is_parsed_and_checked():
         parse_filter("team=ops")
     with pytest.raises(InvalidMetadata, match="unknown operator"):
         parse_filter('{"team": {"$like": "o%"}}')
+
+
+@pytest.mark.parametrize("meta, spec, holds", [
+    ({"n": 1}, {"n": True}, False),
+    ({"n": True}, {"n": 1}, False),
+    ({"n": 1}, {"n": 1.0}, True),
+    ({"f": 0}, {"f": {"$in": [False, "0"]}}, False),
+    ({"f": 0}, {"f": {"$nin": [False]}}, True),
+    ({"y": 2020}, {"y": {"$gte": "2019"}}, False),
+    ({"y": "2020-01-01"}, {"y": {"$gte": "2019"}}, True),
+    ({"t": ["a", "b"]}, {"t": {"$contains": "b"}}, True),
+    ({"t": "ab"}, {"t": {"$contains": "a"}}, False),
+    ({}, {"t": {"$ne": "x"}}, False),
+    (None, {"t": {"$exists": False}}, True),
+    ({"a": 1, "b": "x"}, {"a": {"$gt": 0, "$lt": 2}, "b": "x"}, True),
+])
+def test_the_exact_check_keeps_json_types_apart(meta, spec, holds):
+    metadata_expr(spec)  # a valid filter
+    assert matches(meta, spec) is holds
