@@ -18,7 +18,11 @@ Per listed object, in pages (never the whole listing in memory):
   row) or ``changed``.  The version registry dedups on the sha256, so an object
   ingested by a pass that was killed before writing its row queues nothing again;
 - its document deleted since it was synced (``ragstream delete``, a project
-  delete): ingested again (a new version), counted ``added``.
+  delete): ingested again (a new version), counted ``added``;
+- a path new to this source first claims its document id (a row of version
+  ``CLAIMED``), then is ingested, then its row takes the version: two sources racing
+  for one id never both ingest, and a pass killed between the ingest and the row
+  finds its own claim next time.
 
 After a complete listing, every row the pass did not see is deleted: the document
 gets a delete request, then the row goes (a pass killed between the two sends the
@@ -83,6 +87,15 @@ UNSEEN_SQL = ("SELECT path, document_id, sha256 FROM source_objects"
               " WHERE project = $1 AND source_id = $2 AND seen_pass <> $3 ORDER BY path LIMIT $4")
 FORGET_SQL = ("DELETE FROM source_objects"
               " WHERE project = $1 AND source_id = $2 AND path = $3 AND seen_pass <> $4")
+
+
+#: the version of a row written before its object is ingested: the path claims its
+#: document id first, so two sources racing for one id never both ingest (the unique
+#: (project, document_id) refuses the second), and a pass killed between the ingest
+#: and its row finds its own claim next time (same sha256 as the latest version) and
+#: takes the document over instead of calling it foreign.  A delete of version 0 or
+#: above covers it, so ROWS_SQL calls such a row ``gone`` and the object is read again.
+CLAIMED = 0
 
 
 class SyncBusy(RuntimeError):
@@ -204,9 +217,16 @@ class _Pass:
                 return False
             if not live:  # a path new to this source: its id must not be a live document already
                 latest = await self.pool.fetchrow(LATEST_SQL, f"{self.project}.{document_id}")
-                if latest is not None and not latest["gone"]:
+                claimed = row is not None and row["version"] == CLAIMED and latest is not None \
+                    and latest["sha256"] == row["sha256"]  # a killed pass's own upload
+                if latest is not None and not latest["gone"] and not claimed:
                     self.fail(obj.path, f"a document {document_id} exists that this sync did not produce "
                                         "(ingested by hand or through the API): delete it first to sync it")
+                    return False
+                try:
+                    await self.record(obj, f"{self.project}.{document_id}", CLAIMED, got)
+                except asyncpg.UniqueViolationError:  # another source claimed the id meanwhile
+                    self.fail(obj.path, f"its document {document_id} was produced by another source")
                     return False
             result = await ingest_file(staged, project=self.project, category=self.category,
                                        store=self.store, metadata=self.metadata,

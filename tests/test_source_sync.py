@@ -441,3 +441,84 @@ def test_delete_refuses_an_ambiguous_id(stack, worker, tmp_path, project):
     state = _settled(stack, project, {f"{project}.x1": ("COMPLETED", 1),
                                       f"{project}.{project}.x1": ("COMPLETED", 1)})
     assert _searchable(state) == {f"{project}.x1": 1, f"{project}.{project}.x1": 1}
+
+
+def test_a_pass_killed_between_ingest_and_its_row_takes_its_document_over(stack, worker, tmp_path, project,
+                                                                          monkeypatch):
+    """The window a newcomer hit with SIGKILL (2 kills in 8, 2026-12-05): the object
+    was ingested but its row not written; the next run said "a document exists that
+    this sync did not produce" for ever and never deleted it.  Here the pass dies in
+    that window on purpose (its row write raises); the next run takes the document
+    over, and deletes it when its file leaves."""
+    from streams import source_sync
+
+    src = tmp_path / "src"
+    _write(src, "kite.md", "# Kites\n\nA red kite circled over the quarry.\n")
+    real_record = source_sync._Pass.record
+
+    async def dies_after_ingest(self, obj, document_id, version, got):
+        if version != source_sync.CLAIMED:
+            raise RuntimeError("killed between the ingest and the row")
+        await real_record(self, obj, document_id, version, got)
+
+    monkeypatch.setattr(source_sync._Pass, "record", dies_after_ingest)
+    with pytest.raises(RuntimeError, match="killed between"):
+        _quiet_pass(stack, str(src), project)
+    monkeypatch.setattr(source_sync._Pass, "record", real_record)
+    kite = _doc(project, "kite.md")
+    last, out = _sync(str(src), project)
+    assert last == "sync added=1 changed=0 deleted=0 unchanged=0", out.stdout
+    state = _settled(stack, project, {kite: ("COMPLETED", 1)})
+    assert state["versions"] == {kite: 1} and state["rows"] == 1
+    (src / "kite.md").unlink()
+    last, out = _sync(str(src), project)
+    assert last == "sync added=0 changed=0 deleted=1 unchanged=0", out.stdout
+
+
+def test_two_sources_racing_for_one_project_never_both_ingest_a_path(stack, worker, tmp_path, project):
+    """Two folders with the same 30 file names (other bytes) synced into one project at
+    once: each document is produced by one source only, and its latest version holds
+    that source's bytes (a newcomer's race, 2026-12-05, left documents holding the
+    loser's bytes, reported "changed outside this sync" for ever)."""
+    from adapters.metadata import Metadata
+    from adapters.source_listing import open_source
+    from cli.progress import uploader
+    from streams.source_sync import sync_pass
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    for i in range(30):
+        _write(one, f"n{i}.txt", f"Heron count {i} from the first survey.\n")
+        _write(two, f"n{i}.txt", f"Egret count {i} from the second survey.\n")
+
+    async def one_pass(folder):
+        async with uploader(stack) as (store, md, prod), open_source(str(folder), stack) as src:
+            return await sync_pass(src, project=project, category="default", store=store, metadata=md,
+                                   producer=prod)
+
+    async def both():
+        reports = await asyncio.gather(one_pass(one), one_pass(two))
+        async with Metadata(stack.pg_dsn) as md:
+            mismatched = await md.pool.fetch(
+                "SELECT s.path, s.source_id FROM source_objects s WHERE s.project = $1 AND s.sha256 <>"
+                " (SELECT v.sha256 FROM document_versions v WHERE v.document_id = s.document_id"
+                "  ORDER BY v.version DESC LIMIT 1)", project)
+            versions = await md.pool.fetchval(
+                "SELECT max(n) FROM (SELECT count(*) AS n FROM document_versions WHERE project = $1"
+                " GROUP BY document_id) c", project)
+        return reports, mismatched, versions
+
+    reports, mismatched, versions = run(both())
+    assert mismatched == [] and versions == 1
+    assert sum(r.added for r in reports) == 30 and sum(r.failed for r in reports) == 30
+    for folder in (one, two):  # each source's next pass: nothing foreign, nothing to do
+        last, out = _sync(str(folder), project)
+        assert "changed outside" not in out.stdout and "added=0 changed=0 deleted=0" in last, out.stdout
+
+
+@pytest.mark.parametrize("command", [["delete", "x"], ["search", "pumps"]])
+def test_a_bad_project_name_is_a_one_line_error(command):
+    """A newcomer's find: `search -p 'alpha" or …'` printed a traceback, `delete`
+    exited 1 ("no document") instead of refusing the name."""
+    out = _cli(*command, "-p", 'alpha" or project != "x')
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "must match [A-Za-z0-9_-]" in out.stdout + out.stderr and "Traceback" not in out.stderr
