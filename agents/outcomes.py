@@ -82,8 +82,8 @@ async def fail_version(ctx: StageContext, ref: Any, *, stage: str, source_topic:
         error=f"[{code}] {error}" + (f" ({detail})" if detail else ""), attempts=attempts,
         payload=payload or {}, at=time.time()))
     if outcome.outcome != "FAILED":
-        log.warning("%s: %s v%s failed after it %s: %s", stage, ref.document_id, ref.version,
-                    outcome.outcome, error)
+        log.warning("%s: %s v%s failed [%s] after it %s (the reason may quote the document: "
+                    "in its dead letter)", stage, ref.document_id, ref.version, code, outcome.outcome)
         return
     if not outcome.announced:
         await announce(ctx, ref, outcome, stage=stage)

@@ -315,9 +315,9 @@ class _Runner:
         if not isinstance(error, DocumentError):
             log.error("%s failed for %s v%s [%s]: %s", self.stage.name, doc, ver, failure.code,
                       failure.detail, exc_info=error)
-        elif failure.detail:
-            log.warning("%s failed for %s v%s [%s]: %s (%s)", self.stage.name, doc, ver,
-                        failure.code, failure.reason, failure.detail)
+        else:  # the reason and detail may quote the document (a parser's message): not logged
+            log.warning("%s failed for %s v%s [%s] (%s; the reason is in its status)", self.stage.name,
+                        doc, ver, failure.code, error_kind(failure))
         internal = failure.reason + (f" ({failure.detail})" if failure.detail else "")
         if (keep := self.stage.salvage) and await self.deliver(lambda: keep(self.ctx, record, failure)):
             log.warning("%s: %s v%s goes on without this part [%s]", self.stage.name, doc, ver, failure.code)
@@ -371,7 +371,8 @@ class _Runner:
                     await self.finish(group[0], error, attempts, started)
             return
         log.warning("%s: batch of %d failed (%s); retrying per document", self.stage.name,
-                    len(records), error)
+                    len(records), error_kind(failure_of(error, self.stage.name))
+                    if isinstance(error, DocumentError) else f"{type(error).__name__}: {error}")
         for group in _by_version(records):
             with log_context(**record_fields(group[0])):
                 err, n = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),
@@ -408,6 +409,14 @@ def failure_of(exc: BaseException, stage: str) -> DocumentError:
         return ParserCrashed(f"{stage}: {exc}")
     return InternalError(f"internal error in the {stage} stage (details in the worker log)",
                          detail=f"{type(exc).__name__}: {exc}"[:500])
+
+
+def error_kind(failure: DocumentError) -> str:
+    """What a log line may say of a document's failure: the class of the error (and
+    of the library exception in its ``detail``, e.g. ``XMLSyntaxError``), never its
+    message, which can quote the document (a tag name, a cell)."""
+    inner = (failure.detail or "").partition(":")[0].strip()
+    return type(failure).__name__ + (f" from {inner}" if inner.isidentifier() else "")
 
 
 def reason_of(exc: BaseException, stage: str) -> str:

@@ -103,6 +103,15 @@ def test_pipeline_logs_are_json_with_ids_and_never_the_text(api, stack, project,
     assert r.status_code in (200, 201, 202), r.text
     doc = r.json()["document_id"]
     assert wait_status(api.url, key, doc, {"COMPLETED", "FAILED"})["status"] == "COMPLETED"
+    # a parser's message quotes the document (lxml names the mismatched tag): the
+    # failure's reason goes to the status, never to the log (a newcomer's find)
+    tag_marker = "zqtagmarker" + uuid.uuid4().hex[:8]
+    broken = tmp_path / "broken.xml"
+    broken.write_text(f'<?xml version="1.0"?>\n<root><{tag_marker}>pump</wrong></root>\n')
+    r = upload(api.url, key, broken, category="default")
+    assert r.status_code in (200, 201, 202), r.text
+    failed = wait_status(api.url, key, r.json()["document_id"], {"COMPLETED", "FAILED"})
+    assert failed["status"] == "FAILED", failed
     for query in (doc_marker, f"what is the seal code {query_marker}"):
         r = httpx.post(f"{api.url}/v1/search", json={"query": query, "k": 5},
                        headers={"X-API-Key": key}, timeout=120)
@@ -111,7 +120,7 @@ def test_pipeline_logs_are_json_with_ids_and_never_the_text(api, stack, project,
 
     logged = worker_log.read_bytes()[start:].decode("utf-8", "replace")
     api_logged = api.log.read_text(errors="replace")
-    for marker in (doc_marker, query_marker):
+    for marker in (doc_marker, query_marker, tag_marker):
         assert marker not in logged, "document or query text in the worker's log"
         assert marker not in api_logged, "document or query text in the API's log"
     records = [json.loads(line) for line in logged.splitlines() if line.startswith("{")]
