@@ -21,6 +21,28 @@ from typing import Any, Optional
 from streams.settings import Settings, get_settings
 
 
+class KafkaLoginRefused(RuntimeError):
+    """The broker refused the SASL login (wrong user or password, unknown user)."""
+
+
+def refused_login(exc: BaseException, settings: Settings) -> Optional[KafkaLoginRefused]:
+    """A clear error for aiokafka's failure on a refused SCRAM login, else None.
+
+    aiokafka 0.12 parses the server's final SCRAM message as ``v=<signature>``; a
+    refusal is ``e=<reason>`` (RFC 5802; Tansu answers ``e=unknown-user``), so the
+    client raises ``KeyError('v')`` from its connection instead of an
+    authentication error (tests/test_kafka_auth.py shows it).  Workaround, in this
+    one place: :func:`topics.admin.ensure_topics`, which every process calls first,
+    turns that into this error (not retried)."""
+    if settings.kafka_security_protocol.startswith("SASL") and isinstance(exc, (KeyError, ValueError)):
+        return KafkaLoginRefused(
+            f"Kafka refused the {settings.kafka_sasl_mechanism} login of "
+            f"{settings.kafka_sasl_username!r} ({type(exc).__name__}: {exc}): check "
+            "RAGSTREAM_KAFKA_SASL_USERNAME, RAGSTREAM_KAFKA_SASL_PASSWORD and "
+            "RAGSTREAM_KAFKA_SASL_MECHANISM")
+    return None
+
+
 def ssl_context(settings: Settings) -> Optional[ssl.SSLContext]:
     """The TLS context for ``SSL``/``SASL_SSL`` (None for the plaintext protocols).
 

@@ -48,7 +48,10 @@ async def _ensure_once(bootstrap: str, default_partitions: int, specs: tuple[Top
     level = kafka_log.level
     kafka_log.setLevel(logging.CRITICAL)  # "Unable connect" while the broker (re)starts is expected
     try:
-        await admin.start()
+        try:
+            await admin.start()
+        except (KeyError, ValueError) as exc:  # aiokafka on a refused SCRAM login
+            raise kafka_auth.refused_login(exc, settings) or exc
         existing = set(await admin.list_topics())
         missing = [NewTopic(s.name, s.partitions or default_partitions, replicas,
                             topic_configs=s.config(min_insync))
@@ -90,8 +93,9 @@ async def ensure_topics(bootstrap: str, default_partitions: int,
     concurrently by another process count as existing.  Returns the names this
     call created (empty when all existed).
 
-    Raises :class:`BrokerUnavailable` (with the last error) after ``timeout_s``, and
-    :class:`TopicRefused` at once when the broker refuses a topic for another reason.
+    Raises :class:`BrokerUnavailable` (with the last error) after ``timeout_s``,
+    :class:`TopicRefused` at once when the broker refuses a topic for another reason,
+    and ``streams.kafka_auth.KafkaLoginRefused`` at once when it refuses the login.
     """
     settings = settings or get_settings()
     created: set[str] = set()
