@@ -92,11 +92,32 @@ def _trace_uploads() -> None:
         tracing.configure(settings.tracing, command, settings.trace_file)
 
 
+def _settings_or_exit() -> None:
+    """Read the settings once, up front: a bad ``RAGSTREAM_*`` value is one line per
+    problem naming the variable (never its value: it may be a secret), exit 2,
+    instead of pydantic's traceback from whichever command reads them first."""
+    from pydantic import ValidationError
+
+    from streams.settings import get_settings
+
+    try:
+        get_settings()
+    except ValidationError as exc:
+        err = Console(stderr=True)
+        for problem in exc.errors(include_input=False, include_url=False):
+            name = "RAGSTREAM_" + "_".join(str(p) for p in problem["loc"]).upper() if problem["loc"] else ""
+            message = problem["msg"].removeprefix("Value error, ")
+            err.print(f"error: {name + ': ' if name else ''}{message}", highlight=False, markup=False,
+                      soft_wrap=True)
+        raise SystemExit(2) from None
+
+
 def main() -> None:
     """Console-script entry point."""
     from stages.filenames import install_log_escaping
 
     install_log_escaping()  # file names in log records: control/bidi characters escaped
+    _settings_or_exit()
     _trace_uploads()
     _mount()
     try:
