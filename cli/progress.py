@@ -28,6 +28,8 @@ from streams.kafka_io import open_for_display, producer, tail_status
 from cli.status_view import documents_table, shown, transition_line
 from streams.settings import Settings, get_settings
 
+STATUS_ROWS = 200  # documents `ragstream status -p P` shows, most recently updated first
+
 
 def expand(paths: Sequence[Path]) -> list[Path]:
     """Files as given, folders expanded to their files (sorted, recursive, no dotfiles)."""
@@ -207,7 +209,9 @@ async def ingest_paths(paths: Sequence[Path], *, project: str, category: str,
     if outcome.timed_out:
         return 1
     if outcome.last:
-        console.print(f"{outcome.count('COMPLETED')} completed, {outcome.count('FAILED')} failed")
+        partial = sum(1 for e in outcome.last.values() if e.status == "COMPLETED" and getattr(e, "partial", False))
+        console.print(f"{outcome.count('COMPLETED')} completed" + (f" ({partial} partial)" if partial else "")
+                      + f", {outcome.count('FAILED')} failed")
     return 0
 
 
@@ -246,12 +250,16 @@ async def show_status(document: Optional[str], *, follow: bool, project: Optiona
     async with Metadata(settings.pg_dsn) as metadata:
         if document:
             row = await metadata.get_document(document)
-            rows = [row] if row else []
+            # -p narrows to that project's documents (the scoped id names its own)
+            rows = [row] if row and (project is None or row["project"] == project) else []
         else:
-            rows = await metadata.list_documents(project=project, limit=200)
+            rows = await metadata.list_documents(project=project, limit=STATUS_ROWS)
     if as_json:
         for row in rows:  # jsonb columns (failed_parts) as JSON, not as their text
             _json_line({k: orjson.loads(v) if k == "failed_parts" and isinstance(v, str) else v
                         for k, v in dict(row).items()})
         return
     console.print(documents_table(rows))
+    if not document and len(rows) == STATUS_ROWS:
+        console.print(f"(the {STATUS_ROWS} most recently updated; `ragstream status DOC` shows any one)",
+                      highlight=False)

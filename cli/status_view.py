@@ -31,6 +31,8 @@ def transition_line(ev: StatusEvent) -> str:
     if ev.error or ev.error_code:
         code = f"{ev.error_code}: " if ev.error_code else ""
         parts.append(f"[red]{shown(code + (ev.error or ''))}[/red]")
+    if getattr(ev, "partial", False):
+        parts.append("[yellow]partial: some parts failed (status --json lists them)[/yellow]")
     return "  ".join(parts)
 
 
@@ -40,8 +42,9 @@ def documents_table(rows: Iterable[dict[str, Any]]) -> Table:
                   "error")
     for r in rows:
         colour = COLOURS.get(r["status"], "yellow")
+        status = r["status"] + (" (partial)" if r.get("partial") else "")
         table.add_row(shown(r["document_id"]), shown(r["filename"]), str(r["version"]),
-                      f"[{colour}]{r['status']}[/{colour}]", r["stage"], str(r["chunks_total"]),
+                      f"[{colour}]{status}[/{colour}]", r["stage"], str(r["chunks_total"]),
                       r["updated_at"].strftime("%H:%M:%S"), shown(r.get("error_code")),
                       shown(r["error"]))
     return table

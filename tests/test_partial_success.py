@@ -79,6 +79,15 @@ def test_a_failed_range_leaves_the_rest_completed_and_searchable(api, setup, tmp
     # the listing shows it too
     listing = httpx.get(f"{api.url}/v1/documents", headers={"X-API-Key": key}, timeout=30).json()["items"]
     assert next(d for d in listing if d["document_id"] == body["document_id"])["partial"] is True
+    # and the CLI's status table (a newcomer found it only in --json)
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "cli", "status", "-p", setup["project"]],
+                         cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "250"})
+    assert out.returncode == 0 and "COMPLETED (partial)" in out.stdout, out.stdout + out.stderr
 
 
 def test_without_allow_partial_the_document_fails_as_before(api, setup, tmp_path):
