@@ -326,8 +326,8 @@ async def _upload_reference(request: Request, key_project: str, state: ApiState,
     try:
         head = await store.client.head_object(Bucket=src.bucket, Key=src.key)
     except ClientError as exc:
-        raise HTTPException(422, f"cannot read s3://{src.bucket}/{src.key}: "
-                                 f"{exc.response.get('Error', {}).get('Code')}") from exc
+        raise HTTPException(422, "cannot read the referenced object (S3 answered "
+                                 f"{str(exc.response.get('Error', {}).get('Code'))[:32]})") from exc
     size = int(head["ContentLength"])
     if size == 0:
         raise HTTPException(422, "the referenced object is empty")
@@ -392,6 +392,8 @@ async def _document_out(state: ApiState, row: dict[str, Any], version_row: Optio
     if with_callbacks:
         callbacks = [CallbackInfo(**c) for c in await state.callbacks.for_document(row["document_id"])]
     vr = version_row if version_row and version_row["version"] == row["version"] else None
+    if row["status"] == DocumentStatus.DELETED.value:
+        vr = None  # no sha256 or size of a deleted document: they would confirm a guess of its bytes
     own_id = local_id(row["project"], row["document_id"])
     return DocumentOut(
         document_id=own_id, project=row["project"],

@@ -45,9 +45,9 @@ class InvalidMetadata(ValueError):
 
 def check_key(key: object) -> str:
     """``key`` when it is a metadata key (:data:`KEY_RE`), else InvalidMetadata."""
-    if not isinstance(key, str) or not KEY_RE.fullmatch(key):
-        shown = key[:64] if isinstance(key, str) else type(key).__name__
-        raise InvalidMetadata(f"metadata key {shown!r} must match [A-Za-z_][A-Za-z0-9_]{{0,63}}")
+    if not isinstance(key, str) or not KEY_RE.fullmatch(key):  # not echoed: hostile text
+        what = f"of {len(key)} characters" if isinstance(key, str) else f"of type {type(key).__name__}"
+        raise InvalidMetadata(f"a metadata key ({what}) must match [A-Za-z_][A-Za-z0-9_]{{0,63}}")
     return key
 
 

@@ -279,6 +279,7 @@ def test_delete_removes_chunks_objects_and_ends_deleted(api, project, samples, s
         final = wait_status(api.url, key, doc, {"DELETED"}, timeout_s=120)
         print(f"\nDELETE → DELETED: {time.time() - t0:.1f} s")
         assert final["status"] == "DELETED"
+        assert (final["sha256"], final["size"]) == ("", 0)  # they would confirm a guess of its bytes
         assert run(vectors.count(project, scoped_id(project, doc))) == 0
     finally:
         vectors.close()

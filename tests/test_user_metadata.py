@@ -131,3 +131,14 @@ def test_cli_filter_text_is_parsed_and_checked():
 def test_the_exact_check_keeps_json_types_apart(meta, spec, holds):
     metadata_expr(spec)  # a valid filter
     assert matches(meta, spec) is holds
+
+
+def test_refusals_never_quote_a_key():
+    """An error answer echoes nothing that was sent (a newcomer saw the key quoted)."""
+    for bad in ('team"] or true or metadata["x', "k" * 100):
+        with pytest.raises(InvalidMetadata) as exc:
+            check_metadata({bad: 1})
+        assert bad[:10] not in str(exc.value) and "must match" in str(exc.value)
+        with pytest.raises(InvalidMetadata) as exc:
+            metadata_expr({bad: 1})
+        assert bad[:10] not in str(exc.value)
