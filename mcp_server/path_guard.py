@@ -135,6 +135,9 @@ def open_under_root(root: Optional[Path], requested: str, max_bytes: int) -> Ope
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise PathRefused(f"{requested!r} is not a regular file")
+        if info.st_nlink > 1:  # its other names may be anywhere, outside the root too
+            raise PathRefused(f"{requested!r} is a hard link ({info.st_nlink} names); copy the file "
+                              "into the upload root instead")
         opened_at = _opened_path(fd)
         if opened_at is not None and not _inside(opened_at, root):
             raise PathRefused(f"{requested!r} moved outside the upload root while it was checked")

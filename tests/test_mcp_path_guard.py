@@ -121,3 +121,12 @@ def test_the_relative_path_names_the_document_as_ingest_does(tree):
         opened = open_under_root(upload_root(root), requested, 1 << 20)
         with opened.reader:
             assert opened.relative == relative, requested
+
+
+def test_a_hard_link_is_refused(tree):
+    """A hard link in the root is the outside file under another name (a newcomer
+    uploaded one); the guard cannot tell where its other names are, so it refuses."""
+    root, outside = tree
+    os.link(outside / "secret.txt", root / "linked.txt")
+    with pytest.raises(PathRefused, match="hard link"):
+        open_under_root(upload_root(root), "linked.txt", 1 << 20)
