@@ -21,6 +21,8 @@ import copy
 import json
 import re
 import socket
+import subprocess
+import sys
 import urllib.request
 
 import jsonschema_rs
@@ -262,6 +264,24 @@ def test_images_carry_the_project_version_not_latest():
     assert not [i for i in compose_images if i.endswith(":latest") or ":" not in i]
 
 
+def test_release_jobs_run_real_commands_and_carry_the_release_in_their_names():
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    jobs = _objects("Job")
+    commands = {tuple(j["spec"]["template"]["spec"]["containers"][0]["args"]) for j in jobs.values()}
+    assert commands == {("db", "upgrade"), ("topics",)}
+    for name, job in jobs.items():
+        assert name.endswith("-" + version.replace(".", "-")), name
+        (c,) = job["spec"]["template"]["spec"]["containers"]
+        assert c["image"] == f"ragstream:{version}"
+        assert {s.get("configMapRef", s.get("secretRef"))["name"] for s in c["envFrom"]} == \
+            {"ragstream-config", "ragstream-secrets"}
+        out = subprocess.run([sys.executable, "-m", "cli", *c["args"], "--help"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, (name, out.stderr[-500:])
+
+
 def test_kafka_address_resolves_from_any_namespace():
     """KEDA's operator (namespace keda) reads the lag: a bare service name would
     resolve in its namespace, not ragstream's."""
@@ -412,6 +432,26 @@ def test_dashboard_panels_use_only_metrics_the_code_or_triton_defines():
             "nv_inference_count", "nv_inference_exec_count", "nv_inference_queue_duration_us"} <= used
     exprs = " ".join(t["expr"] for p in panels for t in p["targets"])
     assert "histogram_quantile" in exprs and 'outcome=~"failed' in exprs
+
+
+def test_alert_rules_use_only_known_metrics_and_prometheus_loads_them():
+    rules_file = ROOT / "deploy" / "prometheus-rules.yml"
+    (group,) = yaml.safe_load(rules_file.read_text())["groups"]
+    known = code_metric_names() | {"up"}  # Prometheus' own per-target series
+    jobs = {job["job_name"] for job in yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+            ["scrape_configs"]}
+    assert len(group["rules"]) >= 5
+    for rule in group["rules"]:
+        assert set(rule) <= {"alert", "expr", "for", "labels", "annotations"}, rule["alert"]
+        assert rule["alert"].startswith("Ragstream") and rule["labels"]["severity"] in {"warning", "critical"}
+        assert {"summary", "runbook"} <= set(rule["annotations"]), rule["alert"]
+        assert promql_metric_names(rule["expr"]), rule["alert"]
+        assert not _unknown_metrics(rule["expr"], known), (rule["alert"], _unknown_metrics(rule["expr"], known))
+        for job in re.findall(r'job="([^"]+)"', rule["expr"]):
+            assert job in jobs, (rule["alert"], job)
+    prom = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    (mounted,) = prom["rule_files"]
+    assert f"./deploy/prometheus-rules.yml:{mounted}:ro" in _compose()["services"]["prometheus"]["volumes"]
 
 
 def test_the_promql_check_rejects_an_unknown_metric():
