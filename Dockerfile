@@ -26,5 +26,9 @@ COPY bench/ bench/
 COPY triton/ triton/
 RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -c requirements/constraints.txt . \
     && python triton/export_embedder.py --output triton/embedder/1/model.onnx
+# the in-process ONNX embedder (search's fallback when Triton does not answer, and
+# RAGSTREAM_EMBEDDER=onnx): the installed package lives in site-packages, where no
+# triton/ is, so point it at the model exported above
+ENV RAGSTREAM_EMBEDDER_ONNX_PATH=/app/triton/embedder/1/model.onnx
 ENTRYPOINT ["ragstream"]
 CMD ["worker"]

@@ -3,6 +3,8 @@ the Procfile and docker-compose.yml must name every stage, and every RAGSTREAM_*
 variable they set must be a real setting."""
 from __future__ import annotations
 
+import re
+
 import yaml
 
 from streams.app import STAGES
@@ -56,3 +58,14 @@ def test_packaging_names_every_package_and_the_image_copies_them():
     assert top <= copied, f"packages the Dockerfile does not copy: {sorted(top - copied)}"
     module, func = project["project"]["scripts"]["ragstream"].split(":")
     assert callable(getattr(importlib.import_module(module), func))
+
+
+def test_the_image_points_the_onnx_embedder_at_the_model_it_exports():
+    """Issue 27 finding 2: the image installs the package non-editable, so the
+    embedder's default path (beside the package, in site-packages) has no model; the
+    image must name the file its build exports."""
+    text = (ROOT / "Dockerfile").read_text()
+    exported = re.search(r"export_embedder\.py --output (\S+)", text).group(1)
+    workdir = re.search(r"^WORKDIR (\S+)", text, re.M).group(1)
+    env = re.search(r"^ENV RAGSTREAM_EMBEDDER_ONNX_PATH=(\S+)", text, re.M).group(1)
+    assert env == f"{workdir}/{exported}"

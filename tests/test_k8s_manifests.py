@@ -326,8 +326,14 @@ def test_triton_runs_on_a_gpu_node_with_probes_and_its_model_repository():
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert c["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert c["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
-    assert any(m["mountPath"] == "/models" for m in c["volumeMounts"])
+    # the repository is baked into the image triton/Dockerfile.gpu builds (at /models)
+    assert c["image"].partition(":")[0] == "ragstream-triton"
     assert "--model-repository=/models" in c["args"]
+    dockerfile = (ROOT / "triton" / "Dockerfile.gpu").read_text()
+    assert "build_gpu_repository.py --output /models" in dockerfile and "tokenizers" in dockerfile
+    compose_triton = _compose()["services"]["triton"]
+    assert compose_triton["build"]["dockerfile"] == "triton/Dockerfile.gpu"
+    assert compose_triton["image"] == c["image"] and "volumes" not in compose_triton
     service_ports = {p["name"]: p["port"] for p in _objects("Service")["triton"]["spec"]["ports"]}
     cfg = _config()
     assert cfg["RAGSTREAM_TRITON_HOST"] == "triton"
