@@ -26,7 +26,10 @@ measured 2026-12-05), hence literals.
 
 Semantics measured on Milvus Lite 3.2: a chunk whose document has no such key (or no
 metadata) matches no comparison, ``$ne`` and ``$nin`` included — ``$ne`` means "has
-the key, with another value".  ``in`` is written as ``or`` of equalities (Milvus
+the key, with another value".  Milvus compares across JSON types (``1 == true``), so
+the expression is a superset and :func:`matches` decides each hit; for ``$ne`` and
+``$nin`` Milvus' own ``!=`` would drop a stored ``1`` for ``true`` (a hit ``matches``
+could not bring back), so their expression is ``exists metadata["k"]`` alone.  ``in`` is written as ``or`` of equalities (Milvus
 refuses ``metadata["k"] in [...]``: "left side of 'in' must be a field reference").
 """
 from __future__ import annotations
@@ -62,10 +65,13 @@ def condition(key: str, op: str, value: object) -> str:
     if op in COMPARISONS:
         if op not in ("$eq", "$ne") and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
             raise InvalidMetadata(f"filter on {key!r}: {op} compares numbers or strings")
+        if op == "$ne":  # Milvus' != drops a stored 1 for true: only "has the key" here
+            literal(key, value)  # validated all the same
+            return f"exists {field}"
         return f"{field} {COMPARISONS[op]} {literal(key, value)}"
     if op in ("$in", "$nin"):
         either = " or ".join(f"{field} == {literal(key, v)}" for v in _scalars(key, op, value))
-        return f"({either})" if op == "$in" else f"not ({either})"
+        return f"({either})" if op == "$in" else f"exists {field}"  # $nin: as $ne
     if op == "$contains":
         if not isinstance(value, str):
             raise InvalidMetadata(f"filter on {key!r}: $contains takes a string")

@@ -107,6 +107,11 @@ FILTERS: list[tuple[dict, Callable[[dict], bool]]] = [
     ({"public": 1}, lambda m: same(m, "public", 1)),
     ({"public": True}, lambda m: same(m, "public", True)),
     ({"n": 1}, lambda m: same(m, "n", 1)),
+    # and not-equal keeps a stored 1 for true (Milvus' != alone dropped it)
+    ({"n": {"$ne": True}}, lambda m: "n" in m and not same(m, "n", True)),
+    ({"public": {"$ne": 1}}, lambda m: "public" in m and not same(m, "public", 1)),
+    ({"public": {"$nin": [True]}}, lambda m: "public" in m and not same(m, "public", True)),
+    ({"f": {"$nin": [0]}}, lambda m: "f" in m and not same(m, "f", 0)),
 ]
 
 

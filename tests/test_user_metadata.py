@@ -68,7 +68,9 @@ def test_equality_and_operators_become_milvus_expressions():
     assert metadata_expr({"ratio": {"$gt": 0.25}}) == '(metadata["ratio"] > 0.25)'
     assert metadata_expr({"team": {"$in": ["ops", "dev"]}}) == \
         '((metadata["team"] == "ops" or metadata["team"] == "dev"))'
-    assert metadata_expr({"team": {"$nin": ["ops"]}}) == '(not (metadata["team"] == "ops"))'
+    # $ne/$nin: Milvus narrows to "has the key"; matches() decides (types kept apart)
+    assert metadata_expr({"team": {"$nin": ["ops"]}}) == '(exists metadata["team"])'
+    assert metadata_expr({"team": {"$ne": "ops"}}) == '(exists metadata["team"])'
     assert metadata_expr({"tags": {"$contains": "pumps"}}) == '(json_contains(metadata["tags"], "pumps"))'
     assert metadata_expr({"tags": {"$contains_any": ["a", "b"]}}) == \
         '(json_contains_any(metadata["tags"], ["a", "b"]))'
