@@ -22,7 +22,10 @@ Per listed object, in pages (never the whole listing in memory):
 - a path new to this source first claims its document id (a row of version
   ``CLAIMED``), then is ingested, then its row takes the version: two sources racing
   for one id never both ingest, and a pass killed between the ingest and the row
-  finds its own claim next time.
+  finds its own claim next time;
+- a changed object's bytes are claimed the same way (``claimed_sha256``, revision
+  0009) before they are uploaded: the document's latest version holding them is the
+  sync's own, not "changed outside this sync", when the pass died before its row.
 
 After a complete listing, every row the pass did not see is deleted: the document
 gets a delete request, then the row goes (a pass killed between the two sends the
@@ -75,15 +78,18 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (project, source_id, path) DO UPDATE SET
     document_id = EXCLUDED.document_id, version = EXCLUDED.version, etag = EXCLUDED.etag,
     size = EXCLUDED.size, mtime_ns = EXCLUDED.mtime_ns, sha256 = EXCLUDED.sha256,
-    seen_pass = EXCLUDED.seen_pass, synced_at = now()
+    seen_pass = EXCLUDED.seen_pass, claimed_sha256 = NULL, synced_at = now()
 """
+#: a changed object's bytes, set before they are uploaded (revision 0009)
+CLAIM_CHANGE_SQL = ("UPDATE source_objects SET claimed_sha256 = $4"
+                    " WHERE project = $1 AND source_id = $2 AND path = $3")
 SEEN_SQL = ("UPDATE source_objects SET seen_pass = $4"
             " WHERE project = $1 AND source_id = $2 AND path = ANY($3::text[])")
 KEEP_UNDER_SQL = ("UPDATE source_objects SET seen_pass = $4"
                   " WHERE project = $1 AND source_id = $2 AND starts_with(path, $3)")
 OWNER_SQL = ("SELECT source_id FROM source_objects"
              " WHERE project = $1 AND document_id = $2 AND source_id <> $3")
-UNSEEN_SQL = ("SELECT path, document_id, sha256 FROM source_objects"
+UNSEEN_SQL = ("SELECT path, document_id, sha256, claimed_sha256 FROM source_objects"
               " WHERE project = $1 AND source_id = $2 AND seen_pass <> $3 ORDER BY path LIMIT $4")
 FORGET_SQL = ("DELETE FROM source_objects"
               " WHERE project = $1 AND source_id = $2 AND path = $3 AND seen_pass <> $4")
@@ -181,10 +187,11 @@ class _Pass:
                                             self.pass_id)
                 elif row is not None:
                     seen.append(obj.path)
-            elif row is not None and not row["gone"] and row["latest_sha256"] != row["sha256"]:
+            elif row is not None and not row["gone"] and \
+                    row["latest_sha256"] not in (row["sha256"], row["claimed_sha256"]):
                 self.fail(obj.path, f"its document {row['document_id']} {FOREIGN}")
                 seen.append(obj.path)
-            elif row is not None and not row["gone"] and \
+            elif row is not None and not row["gone"] and row["claimed_sha256"] is None and \
                     (row["size"], row["mtime_ns"], row["etag"]) == (obj.size, obj.mtime_ns, obj.etag):
                 self.report.unchanged += 1
                 seen.append(obj.path)
@@ -204,7 +211,7 @@ class _Pass:
                 self.fail(obj.path, str(exc))
                 return False
             self.report.read += 1
-            if live and got.sha256 == row["sha256"]:  # touched, not changed
+            if live and got.sha256 == row["sha256"] and row["claimed_sha256"] is None:  # touched, not changed
                 self.report.unchanged += 1
                 await self.record(obj, row["document_id"], row["version"], got)
                 return True
@@ -228,6 +235,9 @@ class _Pass:
                 except asyncpg.UniqueViolationError:  # another source claimed the id meanwhile
                     self.fail(obj.path, f"its document {document_id} was produced by another source")
                     return False
+            if live:  # a changed object: its bytes are claimed first (CLAIM_CHANGE_SQL)
+                await self.pool.execute(CLAIM_CHANGE_SQL, self.project, self.source.source_id, obj.path,
+                                        got.sha256)
             result = await ingest_file(staged, project=self.project, category=self.category,
                                        store=self.store, metadata=self.metadata,
                                        producer=self.producer, document_id=document_id,
@@ -259,7 +269,8 @@ class _Pass:
         while rows := await self.pool.fetch(UNSEEN_SQL, *key, self.pass_id, BATCH):
             for r in rows:
                 latest = await self.pool.fetchrow(LATEST_SQL, r["document_id"])
-                if latest is not None and not latest["gone"] and latest["sha256"] != r["sha256"]:
+                if latest is not None and not latest["gone"] and \
+                        latest["sha256"] not in (r["sha256"], r["claimed_sha256"]):
                     await self.pool.execute(FORGET_SQL, *key, r["path"], self.pass_id)
                     self.fail(r["path"], f"left the source, but its document {r['document_id']} {FOREIGN}")
                     continue

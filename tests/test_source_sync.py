@@ -470,6 +470,17 @@ def test_a_pass_killed_between_ingest_and_its_row_takes_its_document_over(stack,
     assert last == "sync added=1 changed=0 deleted=0 unchanged=0", out.stdout
     state = _settled(stack, project, {kite: ("COMPLETED", 1)})
     assert state["versions"] == {kite: 1} and state["rows"] == 1
+    # the same window for a changed object (a newcomer's second find: "changed outside
+    # this sync" for ever after a kill between the upload of new bytes and the row)
+    _write(src, "kite.md", "# Kites\n\nTwo red kites circled over the quarry.\n")
+    monkeypatch.setattr(source_sync._Pass, "record", dies_after_ingest)
+    with pytest.raises(RuntimeError, match="killed between"):
+        _quiet_pass(stack, str(src), project)
+    monkeypatch.setattr(source_sync._Pass, "record", real_record)
+    last, out = _sync(str(src), project)
+    assert last == "sync added=0 changed=1 deleted=0 unchanged=0", out.stdout
+    state = _settled(stack, project, {kite: ("COMPLETED", 2)})
+    assert state["versions"] == {kite: 2} and _searchable(state) == {kite: 2}
     (src / "kite.md").unlink()
     last, out = _sync(str(src), project)
     assert last == "sync added=0 changed=0 deleted=1 unchanged=0", out.stdout
@@ -515,7 +526,7 @@ def test_two_sources_racing_for_one_project_never_both_ingest_a_path(stack, work
         assert "changed outside" not in out.stdout and "added=0 changed=0 deleted=0" in last, out.stdout
 
 
-@pytest.mark.parametrize("command", [["delete", "x"], ["search", "pumps"]])
+@pytest.mark.parametrize("command", [["delete", "x"], ["search", "pumps"], ["reindex"], ["reindex", "--show"]])
 def test_a_bad_project_name_is_a_one_line_error(command):
     """A newcomer's find: `search -p 'alpha" or …'` printed a traceback, `delete`
     exited 1 ("no document") instead of refusing the name."""
