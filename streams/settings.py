@@ -255,7 +255,8 @@ class Settings(BaseSettings):
         """Refuse, at start, combinations that would fail on first use: SASL without
         a user, a client key without its certificate, more in-sync replicas than
         replicas (every acks=all send would be refused)."""
-        if self.kafka_security_protocol.startswith("SASL") and not self.kafka_sasl_username:
+        if self.kafka_security_protocol.startswith("SASL") and not (
+                self.kafka_sasl_username and self.kafka_sasl_password.get_secret_value()):
             raise ValueError(f"RAGSTREAM_KAFKA_SECURITY_PROTOCOL={self.kafka_security_protocol} "
                              "needs RAGSTREAM_KAFKA_SASL_USERNAME and RAGSTREAM_KAFKA_SASL_PASSWORD")
         if self.kafka_ssl_keyfile and not self.kafka_ssl_certfile:

