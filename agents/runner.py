@@ -371,8 +371,8 @@ class _Runner:
                     await self.finish(group[0], error, attempts, started)
             return
         log.warning("%s: batch of %d failed (%s); retrying per document", self.stage.name,
-                    len(records), error_kind(failure_of(error, self.stage.name))
-                    if isinstance(error, DocumentError) else f"{type(error).__name__}: {error}")
+                    len(records), error_kind(error) if isinstance(error, DocumentError)
+                    else f"{type(error).__name__}: {error}")
         for group in _by_version(records):
             with log_context(**record_fields(group[0])):
                 err, n = await self.attempt(lambda g=group: self.stage.work(self.ctx, g),

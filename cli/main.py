@@ -83,12 +83,13 @@ def _trace_uploads() -> None:
     worker's stage processes configure their own (service ``ragstream-<stage>``)."""
     import sys
 
-    command = sys.argv[1] if len(sys.argv) > 1 else "cli"
-    if os.environ.get("RAGSTREAM_TRACING", "off") != "off" and command != "worker":
-        from streams import tracing
-        from streams.settings import get_settings
+    from streams.settings import get_settings
 
-        settings = get_settings()
+    command = sys.argv[1] if len(sys.argv) > 1 else "cli"
+    settings = get_settings()  # read (and checked) by _settings_or_exit already
+    if settings.tracing != "off" and command != "worker":
+        from streams import tracing
+
         tracing.configure(settings.tracing, command, settings.trace_file)
 
 

@@ -45,14 +45,10 @@ def delete(project: str = typer.Argument(..., help="the project to delete"),
            yes: bool = typer.Option(False, "--yes", help="really delete everything of the project"),
            as_json: bool = typer.Option(False, "--json", help="one JSON object")) -> None:
     """Delete every document, collection and API key of PROJECT."""
-    from adapters.collection_names import InvalidProjectName, check_project
+    from cli.arguments import project_or_exit
 
     console = Console()
-    try:
-        check_project(project)
-    except InvalidProjectName as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from exc
+    project_or_exit(project)
     if not yes:
         typer.echo(f"error: deleting project {project!r} removes all its documents: add --yes", err=True)
         raise typer.Exit(code=2)

@@ -44,14 +44,10 @@ def register(app: typer.Typer, console: Console) -> None:
         swap the alias (search keeps serving the old one until then)."""
         from streams import alias_moves, reindex as rx
 
-        from adapters.collection_names import InvalidProjectName, check_project
+        from cli.arguments import project_or_exit
 
         settings = get_settings()
-        try:
-            check_project(project)
-        except InvalidProjectName as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(code=2) from exc
+        project_or_exit(project)
         if alias not in ("prod", "test"):
             typer.echo(f"error: --alias must be prod or test, not {alias!r}", err=True)
             raise typer.Exit(code=2)

@@ -78,15 +78,11 @@ def register(app: typer.Typer, console: Console) -> None:
         if alias not in ("prod", "test"):
             typer.echo(f"error: --alias must be prod or test, not {alias!r}", err=True)
             raise typer.Exit(code=2)
-        from adapters.collection_names import InvalidProjectName, check_project
+        from cli.arguments import project_or_exit
         from schemas.user_metadata import InvalidMetadata
         from search.metadata_filter import parse_filter
 
-        try:
-            check_project(project)
-        except InvalidProjectName as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(code=2) from exc
+        project_or_exit(project)
 
         try:
             spec = parse_filter(metadata_filter) if metadata_filter is not None else None

@@ -55,13 +55,9 @@ def register(app: typer.Typer, console: Console) -> None:
         Its chunks leave the index, its objects the store, its status becomes
         DELETED.  Exit 1 for a document PROJECT does not have (another project's
         documents are never reached), or a --wait timeout."""
-        from adapters.collection_names import InvalidProjectName, check_project
+        from cli.arguments import project_or_exit
 
-        try:
-            check_project(project)
-        except InvalidProjectName as exc:
-            console.print(f"[red]error: {exc}[/red]", highlight=False)
-            raise typer.Exit(code=2) from exc
+        project_or_exit(project)
         raise typer.Exit(asyncio.run(run_delete(document, project=project, wait=wait,
                                                 timeout_s=timeout, console=console)))
 

@@ -7,10 +7,10 @@ spell them:
 ====================  ================================  =================================
 operator              value                             Milvus expression
 ====================  ================================  =================================
-``$eq`` / ``$ne``     string, number, boolean           ``metadata["k"] == v`` / ``!=``
+``$eq`` / ``$ne``     string, number, boolean           ``metadata["k"] == v`` / ``exists …``
 ``$gt`` ``$gte``      number or string (ISO dates)      ``metadata["k"] > v`` …
 ``$lt`` ``$lte``
-``$in`` / ``$nin``    list of scalars (1–64)            ``(… == a or … == b)`` / ``not (…)``
+``$in`` / ``$nin``    list of scalars (1–64)            ``(… == a or … == b)`` / ``exists …``
 ``$contains``         string (the key holds a list)     ``json_contains(metadata["k"], v)``
 ``$contains_any``     list of strings (1–64)            ``json_contains_any(metadata["k"], […])``
 ``$exists``           boolean                           ``exists metadata["k"]`` / ``not …``
@@ -29,8 +29,9 @@ metadata) matches no comparison, ``$ne`` and ``$nin`` included — ``$ne`` means
 the key, with another value".  Milvus compares across JSON types (``1 == true``), so
 the expression is a superset and :func:`matches` decides each hit; for ``$ne`` and
 ``$nin`` Milvus' own ``!=`` would drop a stored ``1`` for ``true`` (a hit ``matches``
-could not bring back), so their expression is ``exists metadata["k"]`` alone.  ``in`` is written as ``or`` of equalities (Milvus
-refuses ``metadata["k"] in [...]``: "left side of 'in' must be a field reference").
+could not bring back), so their expression is ``exists metadata["k"]`` alone.
+``in`` is written as ``or`` of equalities (Milvus refuses ``metadata["k"] in [...]``:
+"left side of 'in' must be a field reference").
 """
 from __future__ import annotations
 
