@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 APT_PACKAGES=(libmagic1 postgresql tesseract-ocr tesseract-ocr-eng poppler-utils chromium
               libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui
-              python3-uno bubblewrap)
+              python3-uno bubblewrap socat iproute2 curl)
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do
