@@ -13,15 +13,17 @@ from typing import Sequence
 
 
 def start_worker(log_path: Path, stages: str = "all",
-                 env: dict[str, str] | None = None, args: Sequence[str] = ()) -> subprocess.Popen:
+                 env: dict[str, str] | None = None, args: Sequence[str] = (),
+                 prefix: Sequence[str] = ()) -> subprocess.Popen:
     """Start ``ragstream worker`` as a child process logging to ``log_path``;
     ``env`` entries override this process's environment (e.g. RAGSTREAM_* settings);
-    ``args`` are added to the command line (e.g. ``--autoscale``)."""
+    ``args`` are added to the command line (e.g. ``--autoscale``); ``prefix`` runs it
+    through a command that execs it (``ip netns exec NS``: the hosts drill)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # the console script, not `python -m`: -m puts the repo root on sys.path, where the
     # model repository folder triton/ would shadow the `triton` package torch probes for
     return subprocess.Popen(
-        [str(Path(sys.executable).with_name("ragstream")), "worker", "--stages", stages,
+        [*prefix, str(Path(sys.executable).with_name("ragstream")), "worker", "--stages", stages,
          "--loglevel", "info", *args],
         stdout=open(log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})

@@ -7,6 +7,8 @@ Owns:
     faults.py   the faults: worker fleets (all-in-one or one per stage), SIGKILL /
                 SIGTERM, stopping and restarting a devstack service
     checks.py   the verdict from what was observed (pure functions, tested alone)
+    hosts.py    the ``hosts`` drill: workers on two hosts, one cut off, one killed
+    hosts_net.py  those hosts: network namespaces, a bridge, socat relays (root)
 
 May import: ``devstack`` (services, worker processes), ``streams`` (settings, the
 producer side ``streams.ingest``, kafka_io), ``adapters``, ``schemas``, ``topics``,

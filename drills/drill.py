@@ -23,6 +23,9 @@ new-versions        mid-run, changed bytes of some documents are uploaded under
 tenants, lifecycle  a sibling project with a colliding name; a reindex, late
                     documents, a rollback and deletes (drills/lifecycle.py);
                     ``leaked`` counts data reachable where it must not be
+hosts               workers on two hosts (network namespaces); one cut off the
+                    network past the session timeout, another killed; takeover
+                    times and drained lag checked too (drills/hosts.py; root)
 =================== =========================================================
 
 Workers log to ``{data_dir}/logs/drill/``.  Callbacks go to a receiver on
@@ -50,6 +53,7 @@ from drills import faults
 from drills.checks import (RESTART_STATUSES, STAGE_STATUSES, DrillResult, all_terminal,
                            by_version, evaluate, report_json, summary_line)
 from drills.corpus import make_corpus
+from drills.hosts import HostFleet, fault_hosts, lag_drained, service_ports
 from drills.lifecycle import fault_lifecycle, fault_tenants
 from drills.observe import Receiver, Recorder
 from streams.settings import Settings, get_settings
@@ -58,7 +62,7 @@ SERVICES = ("postgres", "milvus", "s3", "triton", "broker")
 # redeploy first (a fresh stack: the Procfile groups do not exist yet); the broker
 # restart last, so that what an in-memory broker loses cannot spoil the other drills
 DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", "new-versions", "tenants", "lifecycle",
-                           *(f"restart-{s}" for s in SERVICES))
+                           "hosts", *(f"restart-{s}" for s in SERVICES))
 
 
 # ------------------------------------------------------------------ drill run
@@ -92,6 +96,9 @@ class Run:
     reprocess_statuses: Sequence[str] = RESTART_STATUSES
     fault_done: bool = False
     leaked: int = 0  # the tenants and lifecycle drills: data found where it must not be
+    held_back: list[Path] = field(default_factory=list)  # ingested by the fault itself
+    problems: list[str] = field(default_factory=list)  # fail the drill beyond the checks
+    details: dict = field(default_factory=dict)  # added to the result's details
 
     async def ingest(self, paths: Sequence[Path]) -> dict[str, int]:
         """Upload ``paths`` like ``ragstream ingest`` does; returns {doc: version}."""
@@ -146,6 +153,7 @@ class Stack:
         self.receiver = Receiver()
         self.fleet: Optional[faults.Fleet] = None
         self.allinone: Optional[faults.Fleet] = None
+        self.hosts: Optional[HostFleet] = None  # the hosts drill's worker hosts
         self.stopped_services: set[str] = set()
 
     async def procfile(self, label: str) -> float:
@@ -160,6 +168,10 @@ class Stack:
 
     async def stop_workers(self) -> list[str]:
         notes = []
+        if self.hosts is not None:
+            await asyncio.to_thread(self.hosts.stop)
+            notes += self.hosts.notes
+            self.hosts = None
         for attr in ("allinone", "fleet"):
             fleet = getattr(self, attr)
             if fleet is not None:
@@ -172,6 +184,10 @@ class Stack:
         """Synchronous clean-up: stop workers, restore stopped services, close the
         receiver; returns problems found (never raises)."""
         problems = []
+        if self.hosts is not None:
+            self.hosts.stop()
+            problems += self.hosts.notes
+            self.hosts = None
         for fleet in (self.allinone, self.fleet):
             if fleet is not None:
                 fleet.stop()
@@ -252,6 +268,7 @@ FAULTS: dict[str, Callable[[Stack, Run], Awaitable[None]]] = {
     "new-versions": _fault_new_versions,
     "tenants": fault_tenants,
     "lifecycle": fault_lifecycle,
+    "hosts": fault_hosts,
 }
 
 
@@ -389,14 +406,21 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
                 stack.fleet = None
             stack.allinone = faults.Fleet(stack.settings, name)
             took = await stack.allinone.start(["all"])
+        elif name == "hosts":  # its own workers on its own hosts, the only group members
+            run.notes += await stack.stop_workers()
+            stack.hosts = HostFleet(stack.settings, name,
+                                    [*service_ports(stack.settings), stack.receiver.port])
+            took = await stack.hosts.start()
         else:
             took = await stack.procfile(name)
         if took:
             run.notes.append(f"workers ready in {took:.0f}s")
         run.recorder.start()
         run.paths = make_corpus(run.corpus_dir, opts.docs, opts.seed)
+        if name == "hosts":  # the second half after the cut, before the kill
+            run.held_back = run.paths[(len(run.paths) + 1) // 2:]
         t_start = time.monotonic()
-        await run.ingest(run.paths)
+        await run.ingest([p for p in run.paths if p not in run.held_back])
         await FAULTS[name](stack, run)
         why = await _wait_terminal(run)
         if why:
@@ -404,6 +428,8 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
             restart_fleet = True
         else:
             await _wait_callbacks(run)
+            if name == "hosts" and (why := await lag_drained(stack.settings)):
+                run.problems.append(why)
         present = await _milvus_ids(stack.settings, project)
         totals = await _processed_totals(stack.settings, project, run.expected)
         if stack.fleet is not None and (dead := stack.fleet.dead()):
@@ -414,7 +440,9 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
                           reprocess_statuses=run.reprocess_statuses,
                           seconds=time.monotonic() - t_start, notes=run.notes)
         result.leaked = run.leaked
-        result.passed = result.passed and not run.leaked
+        result.details.update(run.details)
+        result.passed = result.passed and not run.leaked and not run.problems
+        result.notes += [f"FAILED: {p}" for p in run.problems]
     except Exception as exc:  # noqa: BLE001 — a drill that crashes is a failed drill
         restart_fleet = True
         result = DrillResult(name, seconds=round(time.monotonic() - t_start, 1),
@@ -422,7 +450,7 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
     finally:
         await run.recorder.stop()
     result.details["project"] = project
-    if restart_fleet or stack.allinone is not None:
+    if restart_fleet or stack.allinone is not None or stack.hosts is not None:
         result.notes += await stack.stop_workers()  # a fresh fleet for the next drill
     return result
 

@@ -60,13 +60,13 @@ class Worker:
             return ""
 
 
-def spawn(settings: Settings, stage_spec: str, label: str) -> Worker:
-    """Start ``ragstream worker --stages stage_spec``; log
-    ``{data_dir}/logs/drill/{label}-{stage_spec}-{n}.log``."""
+def spawn(settings: Settings, stage_spec: str, label: str, prefix: Sequence[str] = ()) -> Worker:
+    """Start ``ragstream worker --stages stage_spec`` (through ``prefix``, e.g. ``ip
+    netns exec NS``); log ``{data_dir}/logs/drill/{label}-{stage_spec}-{n}.log``."""
     log = settings.data_dir / "logs" / "drill" / f"{label}-{stage_spec}-{next(_serial)}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
-    proc = start_worker(log, stages=stage_spec, env=WORKER_ENV)
+    proc = start_worker(log, stages=stage_spec, env=WORKER_ENV, prefix=prefix)
     return Worker(stage_spec, log, proc)
 
 

@@ -47,8 +47,13 @@ class Receiver:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    @property
+    def port(self) -> int:
+        """The receiver's TCP port on 127.0.0.1."""
+        return self.server.server_address[1]
+
     def url(self, project: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/callbacks/{project}"
+        return f"http://127.0.0.1:{self.port}/callbacks/{project}"
 
     def for_project(self, project: str) -> list[Callback]:
         """The project's callbacks, each body's ``document_id`` (the project's own id,

@@ -165,6 +165,8 @@ def test_every_drill_passes_in_one_run(drill_stack):
     assert [DRILL_LINE.match(ln)["name"] for ln in drill_lines] == list(DRILLS)
     failed = [ln for ln in drill_lines if DRILL_LINE.match(ln)["passed"] != "true"]
     assert not failed, "\n".join(failed)
+    hosts = next(ln for ln in drill_lines if ln.startswith("hosts "))
+    assert len(re.findall(r"takeover [\d.]+s", hosts)) == 2, hosts  # after the cut and the kill
     assert not [ln for ln in lines if ln.startswith("cleanup:")]
     assert lines[-1] == (f"drills_passed={len(DRILLS)}/{len(DRILLS)} lost=0 extra=0 "
                          "duplicate_completions=0 reprocessed=0 leaked=0"), "\n".join(lines[-14:])
