@@ -284,8 +284,10 @@ def check_probe(launch: Launch, probe: Probe) -> None:
         code = httpx.get(url, timeout=10).status_code
     except httpx.HTTPError as exc:
         raise NotReady(f"{where}: GET {probe.path} on container port {probe.port} (here {url}): {exc!r}") from None
+    answer = f"{where}: GET {probe.path} on container port {probe.port} answered {code}"
+    assert code not in (404, 405), answer  # the process is up and has no such path: it never will
     if not 200 <= code < 400:  # what kubelet counts as success
-        raise NotReady(f"{where}: GET {probe.path} on container port {probe.port} answered {code}")
+        raise NotReady(answer)
 
 
 def stages_of(argv: list[str]) -> list[str]:
