@@ -19,6 +19,8 @@ the started stages are the only members of their consumer groups and do the work
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import shutil
@@ -31,7 +33,7 @@ import httpx
 import pytest
 import yaml
 
-from deploy_fleet import Fleet, NotReady, plan, preflight, readiness, stages_of
+from deploy_fleet import Fleet, NotReady, check_probe, plan, preflight, readiness, stages_of
 from deploy_specs import compose_specs, k8s_specs
 from streams.app import STAGES
 
@@ -136,6 +138,26 @@ def test_a_wrong_probe_path_fails_naming_the_service(tmp_path, stack):
         with pytest.raises(AssertionError, match=r"^k8s Deployment/ragstream-api: readinessProbe: GET /ready on "
                                                  r"container port http answered 404$"):
             fleet.wait_ready([launch], STARTUP_S)  # the startupProbe's /healthz passes first
+    finally:
+        fleet.stop()
+
+
+@pytest.mark.integration
+def test_a_compose_healthcheck_runs_in_the_containers_environment(tmp_path, stack):
+    """No ragstream service has a healthcheck today; one added runs as Docker runs it,
+    inside the container (localhost:8080 is the API's own port there)."""
+    check = ("python -c \"import os, urllib.request; assert os.environ['RAGSTREAM_EMBEDDER'] == 'triton'; "
+             "urllib.request.urlopen('http://localhost:8080/healthz')\"")
+    root = _broken_copy(tmp_path, "docker-compose.yml", '    ports: ["8080:8080"]\n',
+                        f'    ports: ["8080:8080"]\n    healthcheck: {{test: ["CMD-SHELL", {json.dumps(check)}]}}\n')
+    fleet = Fleet()
+    launch = fleet.start(plan(next(s for s in compose_specs(root) if s.name == "api"), stack, tmp_path))
+    try:
+        fleet.wait_ready([launch], STARTUP_S)  # the healthcheck passed, with the probes
+        (probe,) = [p for p in launch.spec.probes if p.kind == "exec"]
+        with pytest.raises(NotReady, match=r"compose service api: healthcheck .* exited 1"):
+            check_probe(launch, dataclasses.replace(probe, command=tuple(w.replace("/healthz", "/nope")
+                                                                          for w in probe.command)))
     finally:
         fleet.stop()
 
