@@ -212,6 +212,11 @@ def _run_fleet(specs, settings, tmp_path: Path, worker) -> list:
         _ingest_and_search(api, settings, tmp_path)
     finally:
         fleet.stop()
+    for launch in launches:  # started, worked and stopped without an error logged
+        errors = [line for line in launch.tail(10**7).splitlines()
+                  if "Traceback" in line or "[ERROR]" in line or line.startswith("ERROR:")
+                  or "could not release" in line]
+        assert not errors, (launch.spec.label, errors, launch.tail())
     return launches
 
 
