@@ -143,6 +143,4 @@ def extras(app: faust.App, ctx: StageContext) -> None:
         except Exception:  # noqa: BLE001
             log.exception("notify: sweep failed")
 
-    @app.on_before_shutdown.connect
-    async def _close(sender, **kwargs) -> None:  # noqa: ARG001
-        await notifier.close()
+    ctx.closers.append(notifier.close)  # before the PostgreSQL pool its release needs closes

@@ -23,10 +23,17 @@ def register(app: typer.Typer, console: Console) -> None:
         """Run stage workers: one stage in this process (its consumer group
         ``ragstream-<stage>``), or several/all as one supervised process per stage;
         with ``--autoscale`` each stage runs as many processes as its lag calls for."""
-        from streams.app import STAGES
+        from streams.app import STAGES, UnknownStage, check_stages
         from streams.worker import run_worker
 
         chosen = list(STAGES) if stages == "all" else [s.strip() for s in stages.split(",") if s.strip()]
+        try:  # a misspelt stage in a Procfile, compose file or manifest: one line, not a traceback
+            if not chosen:  # else a supervisor of nothing would run for ever
+                raise UnknownStage(f"--stages names no stage; choose from {list(STAGES)} or 'all'")
+            check_stages(chosen)
+        except UnknownStage as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
         raise typer.Exit(run_worker(chosen, loglevel=loglevel, autoscale=autoscale))
 
     @app.command()
