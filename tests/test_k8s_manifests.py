@@ -84,8 +84,8 @@ def _objects(kind: str) -> dict[str, dict]:
 
 def _config() -> dict[str, str]:
     """The ConfigMap's data and the Secret's stringData, merged."""
-    (cm,) = _objects("ConfigMap").values()
-    (secret,) = _objects("Secret").values()
+    cm = _objects("ConfigMap")["ragstream-config"]
+    secret = _objects("Secret")["ragstream-secrets"]
     return {**cm["data"], **secret["stringData"]}
 
 
