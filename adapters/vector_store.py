@@ -351,13 +351,19 @@ def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool
             _unless_exists(lambda: client.create_index(name, _chunk_index_params(client, field, index_type)))
 
 
-def dense_index_type(client: MilvusClient, name: str) -> str:
-    """The index type of collection (or alias) ``name``'s ``vector`` field ("FLAT"
-    when it cannot be read: then no search parameter is passed)."""
+def dense_index_type(client: MilvusClient, collection: str) -> str:
+    """The index type of physical collection ``collection``'s ``vector`` field; "FLAT"
+    when it cannot be read (then searches pass no index parameter and Milvus uses its
+    defaults).  Connection errors are raised (the caller's reconnect wrapper retries)."""
     try:
-        (index_name,) = client.list_indexes(name, field_name="vector")
-        return str(client.describe_index(name, index_name=index_name).get("index_type", "FLAT"))
-    except (MilvusException, ValueError):
+        (index_name,) = client.list_indexes(collection, field_name="vector")
+        return str(client.describe_index(collection, index_name=index_name).get("index_type", "FLAT"))
+    except ValueError:  # no index, or several
+        return "FLAT"
+    except MilvusException as exc:
+        if is_connection_error(exc):
+            raise
+        log.warning("Milvus: cannot read the vector index of %s (%s): searching it as FLAT", collection, exc)
         return "FLAT"
 
 
@@ -555,9 +561,9 @@ class VectorStore:
             create_chunk_collection(client, physical, index_type=self.index_type)
             _unless_exists(lambda: client.create_alias(physical, alias))
         client.load_collection(alias, timeout=self.timeout_s)
-        fields = client.describe_collection(alias, timeout=self.timeout_s).get("fields", [])
-        self._fields[alias] = frozenset(f.get("name") for f in fields)
-        self._index_types[alias] = dense_index_type(client, alias)
+        described = client.describe_collection(alias, timeout=self.timeout_s)
+        self._fields[alias] = frozenset(f.get("name") for f in described.get("fields", []))
+        self._index_types[alias] = dense_index_type(client, described.get("collection_name") or alias)
         self._ready.add(alias)
         return alias
 
