@@ -62,7 +62,7 @@ def create_version(store: VectorStore, project: str, version: int) -> str:
     name = physical_name(project, version)
 
     def create(client) -> str:
-        create_chunk_collection(client, name)
+        create_chunk_collection(client, name, index_type=store.index_type)
         client.load_collection(name, timeout=store.timeout_s)
         return name
 

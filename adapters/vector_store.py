@@ -3,8 +3,12 @@
 The alias ``chunks_{project}`` points at the physical collection
 ``chunks_{project}_v{n}`` so a reindex can build ``v{n+1}`` and swap the alias.
 Primary key: the chunk id ``{document_id}:{version}:{index}`` — upserts are
-idempotent.  Index: FLAT with inner product (vectors are L2-normalised, so IP is
-cosine); FLAT keeps full top-k under selective filters (../shared/DESIGN.md).
+idempotent.  Index (``milvus_index_type``): FLAT with inner product by default
+(vectors are L2-normalised, so IP is cosine); FLAT keeps full top-k under selective
+filters (../shared/DESIGN.md), and Milvus Lite searches by brute force whatever it is
+told.  HNSW (:data:`HNSW_BUILD`, search ``ef`` = max(``milvus_hnsw_ef``, k)) for a
+Milvus standalone or cluster, set so in compose and Kubernetes.  Searches run at
+``milvus_search_consistency`` (Strong by default: a COMPLETED document is searchable).
 
 Full-text search: ``text`` is analyzed (``ANALYZER``: the "standard" tokenizer +
 lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index
@@ -12,7 +16,7 @@ SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60,
 :func:`rrf_fuse`: ties broken by the two scores).
 
-Size: ~735 lines — one client class whose every call shares the reconnect wrapper
+Size: ~770 lines — one client class whose every call shares the reconnect wrapper
 (``_call``) and the lazily created, race-safe collection (``_ensure``); splitting
 reads from writes would export those private helpers across modules.
 
@@ -97,6 +101,9 @@ DIM = 384  # all-MiniLM-L6-v2
 TEXT_MAX = 65535
 SPARSE = "text_sparse"  # BM25 sparse vector, a Function output fed from ``text``
 ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
+#: HNSW build parameters (Milvus' documented ranges: M 2-2048, efConstruction 1-int max)
+HNSW_BUILD = {"M": 16, "efConstruction": 200}
+INDEX_TYPES = ("FLAT", "HNSW")
 RRF_K = 60
 OUTPUT_FIELDS = ["chunk_id", "document_id", "version", "chunk_index", "page_number",
                  "element_types", "filename", "project", "category", "text"]
@@ -282,10 +289,13 @@ def _unless_exists(create: Callable[[], Any]) -> None:
             raise
 
 
-def _chunk_index_params(client: MilvusClient, field: str):
+def _chunk_index_params(client: MilvusClient, field: str, index_type: str = "FLAT"):
     index = client.prepare_index_params()
     if field == "vector":
-        index.add_index(field_name="vector", index_type="FLAT", metric_type="IP")
+        if index_type not in INDEX_TYPES:
+            raise ValueError(f"Milvus index type {index_type!r}: one of {', '.join(INDEX_TYPES)}")
+        index.add_index(field_name="vector", index_type=index_type, metric_type="IP",
+                        params=dict(HNSW_BUILD) if index_type == "HNSW" else {})
     else:
         index.add_index(field_name=SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
     return index
@@ -303,10 +313,13 @@ def _await_collection(client: MilvusClient, name: str, timeout_s: float = 30.0) 
         time.sleep(0.05)
 
 
-def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool = True) -> None:
+def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool = True,
+                            index_type: str = "FLAT") -> None:
     """Create the physical collection ``name`` with the chunk schema (fields, BM25
-    function), then its FLAT/IP and sparse indexes; every step is idempotent and
-    safe against another process doing the same at once.
+    function), then its dense (``index_type``: FLAT or HNSW, metric IP) and sparse
+    indexes; every step is idempotent and safe against another process doing the
+    same at once (a collection that exists keeps its index).  ValueError for another
+    ``index_type``.
 
     Each step runs separately (not ``create_collection(index_params=...)``): a
     creator that loses the race for the collection still makes sure the indexes
@@ -335,7 +348,23 @@ def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool
     _await_collection(client, name)
     for field in ("vector", SPARSE):
         if not client.list_indexes(name, field_name=field):
-            _unless_exists(lambda: client.create_index(name, _chunk_index_params(client, field)))
+            _unless_exists(lambda: client.create_index(name, _chunk_index_params(client, field, index_type)))
+
+
+def dense_index_type(client: MilvusClient, collection: str) -> str:
+    """The index type of physical collection ``collection``'s ``vector`` field; "FLAT"
+    when it cannot be read (then searches pass no index parameter and Milvus uses its
+    defaults).  Connection errors are raised (the caller's reconnect wrapper retries)."""
+    try:
+        (index_name,) = client.list_indexes(collection, field_name="vector")
+        return str(client.describe_index(collection, index_name=index_name).get("index_type", "FLAT"))
+    except ValueError:  # no index, or several
+        return "FLAT"
+    except MilvusException as exc:
+        if is_connection_error(exc):
+            raise
+        log.warning("Milvus: cannot read the vector index of %s (%s): searching it as FLAT", collection, exc)
+        return "FLAT"
 
 
 def is_missing_collection(exc: BaseException) -> bool:
@@ -396,10 +425,15 @@ class VectorStore:
 
     def __init__(self, uri: str, timeout_s: float = 30.0, reconnect_s: Optional[float] = None,
                  connect_timeout_s: float = 5.0):
-        if reconnect_s is None:
-            from streams.settings import get_settings
+        from streams.settings import get_settings
 
-            reconnect_s = get_settings().milvus_reconnect_s
+        settings = get_settings()
+        if reconnect_s is None:
+            reconnect_s = settings.milvus_reconnect_s
+        # the dense index of collections this store creates; searches' consistency
+        self.index_type = settings.milvus_index_type
+        self.hnsw_ef = settings.milvus_hnsw_ef
+        self.search_consistency = settings.milvus_search_consistency
         self.uri = uri
         self.timeout_s = timeout_s
         self.reconnect_s = reconnect_s
@@ -407,6 +441,7 @@ class VectorStore:
         self._client: Optional[MilvusClient] = None
         self._ready: set[str] = set()
         self._fields: dict[str, frozenset[str]] = {}  # alias → its collection's field names
+        self._index_types: dict[str, str] = {}  # alias → its collection's dense index type
         self._ensure_lock = threading.Lock()
         self._lock = threading.Lock()
         self._flush_gate = threading.Lock()  # flush vs. writes/counts: Milvus Lite quirk above
@@ -523,11 +558,12 @@ class VectorStore:
             if not create:
                 raise LookupError(f"Milvus alias {alias} does not exist (ragstream reindex --alias test makes it)")
             physical = with_suffix(alias, "v1")
-            create_chunk_collection(client, physical)
+            create_chunk_collection(client, physical, index_type=self.index_type)
             _unless_exists(lambda: client.create_alias(physical, alias))
         client.load_collection(alias, timeout=self.timeout_s)
-        fields = client.describe_collection(alias, timeout=self.timeout_s).get("fields", [])
-        self._fields[alias] = frozenset(f.get("name") for f in fields)
+        described = client.describe_collection(alias, timeout=self.timeout_s)
+        self._fields[alias] = frozenset(f.get("name") for f in described.get("fields", []))
+        self._index_types[alias] = dense_index_type(client, described.get("collection_name") or alias)
         self._ready.add(alias)
         return alias
 
@@ -598,6 +634,7 @@ class VectorStore:
         collection was dropped, the next call looks again (and creates it if it writes)."""
         self._ready.discard(alias)
         self._fields.pop(alias, None)
+        self._index_types.pop(alias, None)
 
     def forget(self, project: str) -> None:
         """:meth:`forget_alias` for the project's prod and test aliases."""
@@ -649,6 +686,14 @@ class VectorStore:
             n, filter=flt, output_fields=["chunk_id"], limit=16384, timeout=self.timeout_s)))
         return [r["chunk_id"] for r in res]
 
+    def dense_search_params(self, alias: str, k: int) -> dict[str, Any]:
+        """Search parameters for the dense index of ``alias``'s collection (loaded):
+        ``ef`` = max(``milvus_hnsw_ef``, ``k``) for HNSW (Milvus refuses ef < k), none
+        for FLAT."""
+        if self._index_types.get(alias) == "HNSW":
+            return {"metric_type": "IP", "params": {"ef": max(self.hnsw_ef, int(k))}}
+        return {}
+
     def search_sync(self, project: str, vector: Sequence[float], k: int = 5,
                     filter: str = "", alias: str = "prod") -> list[dict[str, Any]]:
         """Top-``k`` chunks by inner product (= cosine); each hit: fields + ``score``.
@@ -658,6 +703,7 @@ class VectorStore:
         flt = scoped_filter(project, filter)
         res = self._call("search", lambda c: self._on(c, name, lambda n: c.search(
             n, data=data, limit=k, filter=flt, output_fields=self.output_fields(name), anns_field="vector",
+            search_params=self.dense_search_params(name, k), consistency_level=self.search_consistency,
             timeout=self.timeout_s), create=alias == "prod"))
         hits = []
         for hit in res[0] if res else []:
@@ -692,7 +738,8 @@ class VectorStore:
             bm25_f = pool.submit(self._call, "search", lambda c: self._on(c, name, lambda n: c.search(
                 n, data=[query], limit=k, filter=scoped_filter(project, filter),
                 output_fields=self.output_fields(name) + ["vector"], anns_field=SPARSE,
-                search_params={"metric_type": "BM25"}, timeout=self.timeout_s), create=create))
+                search_params={"metric_type": "BM25"}, consistency_level=self.search_consistency,
+                timeout=self.timeout_s), create=create))
             dense_hits = [{**h, "dense_score": h["score"]} for h in dense_f.result()]
             bm25 = bm25_f.result()
         bm25_hits = []

@@ -12,8 +12,9 @@ synchronously (never the lagging status projection):
 
 A version's chunks reach this stage in order (one document's records share a
 partition), so the batch holding its last chunk (``index == total - 1``) comes after
-every other one: a count below ``total`` then is a stale read, not work still to
-come.  Nothing would count again, and the version would stay INDEXING for good (seen
+every other one: only that batch counts the version's stored chunks (a Strong
+``count(*)``, one per version, not one per batch that touches it), and a count
+below ``total`` then is a stale read, not work still to come.  Nothing would count again, and the version would stay INDEXING for good (seen
 once, 2026-12-03: Milvus Lite's count missed rows during a flush; see
 adapters/vector_store.py).  So that count is repeated after :data:`RECOUNT_WAITS_S`;
 still short, the version fails (``internal``) with the counts in its reason instead
@@ -114,11 +115,16 @@ async def settle_version(ctx: StageContext, chunk: EmbeddedChunk) -> None:
         return
     if state.outcome is not None and state.outcome.announced:
         return
+    if chunk.index != chunk.total - 1:
+        # not the batch holding the version's last chunk: the version cannot be
+        # whole yet (its chunks arrive in order), so no Strong count is spent on it
+        return
+
     def count() -> Awaitable[int]:
         return vectors.count(chunk.project, chunk.document_id, chunk.version)
 
     stored = await count()
-    if stored < chunk.total and chunk.index == chunk.total - 1:
+    if stored < chunk.total:
         stored = await recount(count, chunk.total, stored)
     if stored >= chunk.total:
         await complete_version(ctx, chunk, chunks=stored, stage=STAGE)

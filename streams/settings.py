@@ -77,6 +77,18 @@ class Settings(BaseSettings):
     # API key) and, for an https:// URI signed by a private CA, that CA's PEM file
     milvus_token: SecretStr = SecretStr("")
     milvus_ca_pem: str = ""
+    # the dense vector index of collections made from now on (adapters/vector_store.py):
+    # FLAT (exact; the embedded Milvus Lite, where every search is brute force anyway)
+    # or HNSW (M 16, efConstruction 200; search ef = max(milvus_hnsw_ef, k)) for a
+    # Milvus standalone or cluster (compose, Kubernetes).  Existing collections keep
+    # theirs until `ragstream reindex` builds new ones.
+    milvus_index_type: Literal["FLAT", "HNSW"] = "FLAT"
+    milvus_hnsw_ef: int = Field(default=128, ge=1, le=32768)
+    # the consistency level of searches: Strong (default) sees every row written
+    # before the search, so a document is searchable once its COMPLETED status (and
+    # callback) is out; Bounded (Milvus' own default) is cheaper on a remote Milvus
+    # but may miss rows written in its staleness window (README, "Milvus at scale")
+    milvus_search_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
 
     # Triton inference server (the embedded stack serves it on 127.0.0.1)
     triton_host: str = "127.0.0.1"

@@ -71,7 +71,7 @@ def test_other_errors_keep_their_traceback():
 
 
 @pytest.mark.parametrize("command", [["status", "-p", "demo"], ["search", "pump", "-p", "demo"],
-                                     ["dlq", "list"]])
+                                     ["dlq", "list"], ["requeue", "--dry-run"]])
 def test_commands_against_a_stopped_stack_print_one_line(command, tmp_path):
     """The real commands, every service pointed at a loopback port nobody listens on."""
     env = {**os.environ, "RAGSTREAM_DATA_DIR": str(tmp_path),

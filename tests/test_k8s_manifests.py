@@ -84,8 +84,8 @@ def _objects(kind: str) -> dict[str, dict]:
 
 def _config() -> dict[str, str]:
     """The ConfigMap's data and the Secret's stringData, merged."""
-    (cm,) = _objects("ConfigMap").values()
-    (secret,) = _objects("Secret").values()
+    cm = _objects("ConfigMap")["ragstream-config"]
+    secret = _objects("Secret")["ragstream-secrets"]
     return {**cm["data"], **secret["stringData"]}
 
 
@@ -483,3 +483,32 @@ def test_worker_metrics_listen_on_the_configured_host():
     serve_metrics(port, "0.0.0.0")
     with urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=10) as r:
         assert b"ragstream_stage_events_total" in r.read()
+
+
+# the measured memory of each pool-using stage's worker beside its parse processes (PSS
+# of the worker's process tree, idle, `ragstream worker --stages S` on the embedded
+# stack, 2-core VM, 2026-12-05): partition 792 MiB (the worker and its preloaded parse
+# server), normalize 175, chunk 161; rounded up
+POOL_STAGE_BASELINE_MIB = {"partition": 800, "normalize": 200, "chunk": 200}
+
+
+def _mebibytes(quantity: str) -> int:
+    units = {"Mi": 1, "Gi": 1024}
+    return int(quantity[:-2]) * units[quantity[-2:]]
+
+
+def test_pool_stage_pods_hold_their_parse_processes_at_their_cap():
+    """A stage whose work runs in the blocking pool (stages/pool.py) caps each pool
+    process's address space at RAGSTREAM_PARSE_MEMORY_MB: the pod's memory limit must
+    hold the worker and stage_workers processes at that cap, or a runaway parse gets
+    the pod OOM-killed (and its document redelivered to the next pod) instead of
+    failing that document."""
+    defaults = {name: f.default for name, f in Settings.model_fields.items()}
+    for stage, baseline in POOL_STAGE_BASELINE_MIB.items():
+        (c,) = _objects("Deployment")[f"ragstream-{stage}"]["spec"]["template"]["spec"]["containers"]
+        env = {**_config(), **{e["name"]: e["value"] for e in c.get("env", []) if "value" in e}}
+        cap = int(env.get("RAGSTREAM_PARSE_MEMORY_MB", defaults["parse_memory_mb"]))
+        workers = int(env.get("RAGSTREAM_STAGE_WORKERS", defaults["stage_workers"]))
+        assert cap > 0, stage  # 0 = no cap: nothing would stop a parse before the pod's limit
+        limit = _mebibytes(c["resources"]["limits"]["memory"])
+        assert limit >= workers * cap + baseline, (stage, limit, workers, cap, baseline)
