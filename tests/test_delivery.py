@@ -21,6 +21,28 @@ pytestmark = [pytest.mark.integration]
 
 
 # ----------------------------------------------------------------------------- helpers
+async def register_raw(settings, project: str, path: Path, document_id: str, after=None):
+    """Register ``path`` as a new version of ``document_id`` (category ``default``,
+    extension ``txt``) and store its raw object, as an upload does before its outbox
+    sends it.  ``after(metadata, alloc)``, if given, runs on the same connection.
+    Returns the ledger's allocation (``created``, ``queued``, ``version``, ``raw_key``)."""
+    from adapters.metadata import Metadata
+    from adapters.migrations import upgrade_head
+    from adapters.object_keys import raw_key
+    from adapters.object_store import ObjectStore, sha256_file
+
+    await upgrade_head(settings.pg_dsn)
+    async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as md:
+        alloc = await md.register_version(
+            document_id=document_id, project=project, category="default", filename=path.name,
+            sha256=sha256_file(path), size=path.stat().st_size,
+            raw_key_for=lambda v: raw_key(project, "default", v, document_id, "txt"))
+        await store.put_file(alloc.raw_key, path, "text/plain")
+        if after is not None:
+            await after(md, alloc)
+        return alloc
+
+
 def _text_files(folder: Path, n: int, tag: str) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     out = []
@@ -127,26 +149,11 @@ async def _terminal(settings, document_id):
 def test_upload_outbox_sweep_queues_an_abandoned_version(stack, worker, tmp_path, project):
     """A version registered (raw object stored) whose uploader died before sending
     anything is queued by the normalize worker's sweep, without any retry."""
-    from adapters.metadata import Metadata
-    from adapters.migrations import upgrade_head
-    from adapters.object_keys import raw_key
-    from adapters.object_store import ObjectStore, sha256_file
     from streams.document_ids import default_document_id, scoped_id
 
     doc = _text_files(tmp_path, 1, "abandoned")[0]
     document_id = scoped_id(project, default_document_id(doc.name))
-
-    async def register_only():
-        await upgrade_head(stack.pg_dsn)
-        async with ObjectStore(stack) as store, Metadata(stack.pg_dsn) as md:
-            alloc = await md.register_version(
-                document_id=document_id, project=project, category="default", filename=doc.name,
-                sha256=sha256_file(doc), size=doc.stat().st_size,
-                raw_key_for=lambda v: raw_key(project, "default", v, document_id, "txt"))
-            await store.put_file(alloc.raw_key, doc, "text/plain")
-            return alloc
-
-    alloc = run(register_only())
+    alloc = run(register_raw(stack, project, doc, document_id))
     assert alloc.created and not alloc.queued
     # the session worker sweeps every few seconds for versions older than
     # RAGSTREAM_UPLOAD_SWEEP_AFTER_S (conftest: 10 s)

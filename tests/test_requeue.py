@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import run
-from tests.test_delivery import _terminal, _text_files, _wait_until
+from tests.test_delivery import _terminal, _text_files, _wait_until, register_raw
 
 pytestmark = [pytest.mark.integration]
 
@@ -17,21 +17,11 @@ async def _register(settings, project: str, path, document_id: str, stranded: bo
     """Register ``path`` as version 1 and store its raw object (the outbox sweep then
     queues it).  ``stranded``: also mark it sent and normalized, as if its partition
     task had expired unread: nothing queues it any more."""
-    from adapters.metadata import Metadata
-    from adapters.migrations import upgrade_head
-    from adapters.object_keys import raw_key
-    from adapters.object_store import ObjectStore, sha256_file
+    async def strand(md, alloc) -> None:
+        await md.mark_queued(document_id, alloc.version)
+        await md.ledger.mark_step(document_id, alloc.version, "normalize")
 
-    await upgrade_head(settings.pg_dsn)
-    async with ObjectStore(settings) as store, Metadata(settings.pg_dsn) as md:
-        alloc = await md.register_version(
-            document_id=document_id, project=project, category="default", filename=path.name,
-            sha256=sha256_file(path), size=path.stat().st_size,
-            raw_key_for=lambda v: raw_key(project, "default", v, document_id, "txt"))
-        await store.put_file(alloc.raw_key, path, "text/plain")
-        if stranded:
-            await md.mark_queued(document_id, alloc.version)
-            await md.ledger.mark_step(document_id, alloc.version, "normalize")
+    await register_raw(settings, project, path, document_id, after=strand if stranded else None)
 
 
 async def _stranded(settings, project: str) -> list[tuple[str, int]]:
