@@ -311,6 +311,13 @@ def test_keda_logs_in_to_kafka_with_the_workers_credentials():
     protocol = settings.kafka_security_protocol
     assert (secret[refs["sasl"]["key"]] != "none") == protocol.startswith("SASL"), protocol
     assert (secret[refs["tls"]["key"]] == "enable") == protocol.endswith("SSL"), protocol
+    if protocol.startswith("SASL"):  # KEDA's name for the workers' mechanism
+        mechanism = {"PLAIN": "plaintext", "SCRAM-SHA-256": "scram_sha256",
+                     "SCRAM-SHA-512": "scram_sha512"}[settings.kafka_sasl_mechanism]
+        assert secret[refs["sasl"]["key"]] == mechanism, (mechanism, secret[refs["sasl"]["key"]])
+    # mutual TLS: KEDA must present the client certificate the workers present
+    assert {"cert", "key"} <= set(refs)
+    assert bool(secret[refs["cert"]["key"]]) == bool(secret[refs["key"]["key"]])
 
 
 def test_compose_kafka_keeps_its_log_in_its_volume():
