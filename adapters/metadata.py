@@ -220,12 +220,14 @@ class Metadata:
         return dict(row) if row else None
 
     async def list_documents(self, project: Optional[str] = None, status: Optional[str] = None,
-                             limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
-        """Projected rows, newest first, optionally filtered by project and status."""
+                             limit: int = 100) -> list[dict[str, Any]]:
+        """The ``limit`` most recently updated projected rows, optionally filtered by
+        project and status (a live view: no offset, as rows move while they change;
+        the API pages by ``created_at`` instead, see :mod:`api.listing_cursor`)."""
         rows = await self.pool.fetch(
             f"SELECT {_DOC_COLUMNS} WHERE ($1::text IS NULL OR d.project = $1) "
             "AND ($2::text IS NULL OR d.status = $2) ORDER BY d.updated_at DESC, d.document_id "
-            "LIMIT $3 OFFSET $4", project, status, limit, offset)
+            "LIMIT $3", project, status, limit)
         return [dict(r) for r in rows]
 
     async def latest_version(self, document_id: str) -> Optional[dict[str, Any]]:

@@ -29,6 +29,7 @@ from adapters.vector_store import InvalidProjectName, alias_name
 from schemas import DocumentStatus, status_event
 from schemas.user_metadata import InvalidMetadata, check_metadata, parse_metadata
 from api.auth import get_state, require_project
+from api.listing_cursor import MAX_CURSOR_CHARS, BadCursor, decode_cursor, encode_cursor
 from api.state import ApiState
 from stages.filenames import original_name_metadata, safe_filename
 from api.uploads import (MULTIPART_OVERHEAD, BadUpload, StagedFile, UploadTooLarge, hash_object,
@@ -108,12 +109,15 @@ class DocumentOut(BaseModel):
 
 
 class DocumentPage(BaseModel):
-    """One page of a listing; ``next_offset`` is null on the last page."""
+    """One page of a listing; ``next_offset`` is null on the last page (and when
+    paging by cursor); ``next_cursor`` is null when this page is not full. ``total``
+    counts the project's documents (of ``status``) now, not at the first page."""
 
     items: list[DocumentOut]
     limit: int
     offset: int
     next_offset: Optional[int] = None
+    next_cursor: Optional[str] = None
     total: int
 
 
@@ -431,16 +435,31 @@ async def get_document(document_id: str, project: str = Depends(require_project)
     return await _document_out(state, row, await state.metadata.latest_version(row["document_id"]), True)
 
 
-@router.get("/documents", response_model=DocumentPage)
+@router.get("/documents", response_model=DocumentPage,
+            responses={422: {"description": "a bad status, limit, offset or cursor, or both "
+                                             "an offset and a cursor"}})
 async def list_documents(
         project: Optional[str] = Query(None, description="defaults to the key's project"),
         status: Optional[DocumentStatus] = Query(None),
         limit: int = Query(50, ge=1, le=500), offset: int = Query(0, ge=0, le=10_000_000),
+        cursor: Optional[str] = Query(None, max_length=MAX_CURSOR_CHARS,
+                                      description="next_cursor of the previous page: pages that "
+                                                  "stay exact while documents are uploaded"),
         key_project: str = Depends(require_project),
         state: ApiState = Depends(get_state)) -> DocumentPage:
-    """Documents of the key's project, most recently updated first, with paging."""
+    """Documents of the key's project, newest upload first (``created_at``, which never
+    changes, so a document does not move between pages while it is processed), with
+    offset or cursor paging (:mod:`api.listing_cursor`)."""
     if project is not None and project != key_project:
         raise HTTPException(404, "project not found")
+    if cursor is not None and offset:
+        raise HTTPException(422, "give either offset or cursor, not both")
+    after: tuple[Optional[datetime], Optional[str]] = (None, None)
+    if cursor is not None:
+        try:
+            after = decode_cursor(cursor)
+        except BadCursor as exc:
+            raise HTTPException(422, str(exc)) from None
     status_value = status.value if status else None
     rows = [dict(r) for r in await state.metadata.pool.fetch(
         "SELECT d.*, v.category, v.sha256, v.size, v.user_metadata::text AS user_metadata,"
@@ -448,14 +467,18 @@ async def list_documents(
         " FROM documents d LEFT JOIN document_versions v"
         " ON v.document_id = d.document_id AND v.version = d.version"
         " WHERE d.project = $1 AND ($2::text IS NULL OR d.status = $2)"
-        " ORDER BY d.updated_at DESC, d.document_id LIMIT $3 OFFSET $4",
-        key_project, status_value, limit, offset)]
+        " AND ($5::timestamptz IS NULL OR (d.created_at, d.document_id) < ($5, $6::text))"
+        " ORDER BY d.created_at DESC, d.document_id DESC LIMIT $3 OFFSET $4",
+        key_project, status_value, limit, offset, after[0], after[1])]
     total = await state.metadata.pool.fetchval(
         "SELECT count(*) FROM documents WHERE project = $1 AND ($2::text IS NULL OR status = $2)",
         key_project, status_value)
     items = [await _document_out(state, r, r if r.get("sha256") else None, False) for r in rows]
-    nxt = offset + len(rows) if offset + len(rows) < total else None
-    return DocumentPage(items=items, limit=limit, offset=offset, next_offset=nxt, total=total)
+    nxt = offset + len(rows) if cursor is None and offset + len(rows) < total else None
+    next_cursor = encode_cursor(rows[-1]["created_at"], rows[-1]["document_id"]) \
+        if len(rows) == limit else None
+    return DocumentPage(items=items, limit=limit, offset=offset, next_offset=nxt,
+                        next_cursor=next_cursor, total=total)
 
 
 @router.delete("/documents/{document_id}", status_code=202, response_model=DeleteAccepted,

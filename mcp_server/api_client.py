@@ -104,8 +104,8 @@ class RagstreamApi:
         return await self._call("GET", f"/v1/documents/{quote(document_id, safe='')}")
 
     async def documents(self, status: Optional[str], limit: int, offset: int) -> dict[str, Any]:
-        """``GET /v1/documents``: a page of the key's project's documents, most recently
-        updated first; ``status`` narrows them (QUEUED, …, COMPLETED, FAILED, DELETED)."""
+        """``GET /v1/documents``: a page of the key's project's documents, newest upload
+        first; ``status`` narrows them (QUEUED, …, COMPLETED, FAILED, DELETED)."""
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         if status is not None:
             params["status"] = status

@@ -111,7 +111,7 @@ def build_server(api: RagstreamApi, root: Optional[Path], max_upload_bytes: int)
             limit: Annotated[int, Field(description="documents per page, 1 to 500")] = 50,
             offset: Annotated[int, Field(description="documents to skip (paging)")] = 0,
     ) -> dict[str, Any]:
-        """The project's documents, most recently updated first: {items: [document as
+        """The project's documents, newest upload first: {items: [document as
         document_status answers, without callbacks], limit, offset, next_offset (null
         on the last page), total}."""
         return await _answer(api.documents(status, limit, offset))

@@ -143,24 +143,48 @@ def test_upload_pdf_over_http_completes_and_sse_has_every_transition(api, projec
 
 
 def test_listing_pages(api, project, stack):
+    """Paging while the documents pass their stages (their updated_at changes between
+    pages): every document exactly once, by offset and by cursor; a cursor stays exact
+    when a document is uploaded mid-listing."""
     key = create_key(project)
-    ids = []
-    for i in range(3):
-        r = httpx.post(api.url + "/v1/documents", headers={"X-API-Key": key},
-                       files={"file": (f"note-{i}.md", f"# Note {i}\n\nbody {i}\n".encode())},
+    headers = {"X-API-Key": key}
+
+    def add(name: str) -> str:
+        r = httpx.post(api.url + "/v1/documents", headers=headers,
+                       files={"file": (name, f"# {name}\n\nbody of {name}\n".encode())},
                        data={"project": project, "category": "default"})
         assert r.status_code == 202, r.text
-        ids.append(r.json()["document_id"])
-    seen, offset = [], 0
-    while offset is not None:
-        page = httpx.get(api.url + "/v1/documents", params={"limit": 2, "offset": offset},
-                         headers={"X-API-Key": key}).json()
-        assert page["total"] == 3 and len(page["items"]) <= 2
+        return r.json()["document_id"]
+
+    ids = [add(f"note-{i}.md") for i in range(5)]
+    for _ in range(3):  # the documents move through their stages while this pages
+        seen, offset = [], 0
+        while offset is not None:
+            page = httpx.get(api.url + "/v1/documents", params={"limit": 2, "offset": offset},
+                             headers=headers).json()
+            assert page["total"] == 5 and len(page["items"]) <= 2
+            seen += [d["document_id"] for d in page["items"]]
+            offset = page["next_offset"]
+        assert sorted(seen) == sorted(ids)
+
+    seen, params = [], {"limit": 2}
+    while True:
+        page = httpx.get(api.url + "/v1/documents", params=params, headers=headers).json()
         seen += [d["document_id"] for d in page["items"]]
-        offset = page["next_offset"]
-    assert sorted(seen) == sorted(ids)
-    bad = httpx.get(api.url + "/v1/documents", params={"status": "NOPE"}, headers={"X-API-Key": key})
-    assert bad.status_code == 422
+        if len(seen) == 2:
+            late = add("late.md")  # newest, so before the cursor: not on a later page
+        if page["next_cursor"] is None:
+            break
+        assert "cursor" not in params or page["next_offset"] is None
+        params = {"limit": 2, "cursor": page["next_cursor"]}
+    assert sorted(seen) == sorted(ids) and late not in seen
+    first = httpx.get(api.url + "/v1/documents", params={"limit": 1}, headers=headers).json()
+    assert first["items"][0]["document_id"] == late and first["total"] == 6
+
+    for params in ({"status": "NOPE"}, {"cursor": "not-a-cursor"}, {"cursor": "x" * 600},
+                   {"cursor": first["next_cursor"], "offset": 1}):
+        bad = httpx.get(api.url + "/v1/documents", params=params, headers=headers)
+        assert bad.status_code == 422, (params, bad.text)
 
 
 def test_oversize_upload_is_413_and_nothing_is_stored(api, project, stack):
