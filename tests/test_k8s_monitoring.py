@@ -165,3 +165,55 @@ def test_grafana_is_provisioned_from_the_configmaps_with_the_cluster_prometheus(
     (c,) = _pod_spec("grafana")["containers"]
     secret = _objects("Secret")["grafana-admin"]["stringData"]
     assert all(e["valueFrom"]["secretKeyRef"]["key"] in secret for e in c["env"])
+
+
+# ---------------------------------------------------------------- Alertmanager
+
+def _alertmanager_config() -> dict:
+    return yaml.safe_load((ROOT / "deploy" / "alertmanager.yml").read_text())
+
+
+def _receivers_of(route: dict) -> list[str]:
+    return [route["receiver"]] * ("receiver" in route) + [
+        r for child in route.get("routes", []) for r in _receivers_of(child)]
+
+
+def test_both_prometheus_configurations_send_alerts_to_the_alertmanager_service():
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    (k8s_port,) = _objects("Service")["alertmanager"]["spec"]["ports"]
+    for config, where in ((_prometheus_config(), "k8s"),
+                          (yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text()), "compose")):
+        (am,) = config["alerting"]["alertmanagers"]
+        (static,) = am["static_configs"]
+        assert static["targets"] == [f"alertmanager:{k8s_port['port']}"], where
+    assert "9093:9093" in compose["alertmanager"]["ports"]
+    (c,) = _pod_spec("alertmanager")["containers"]
+    assert k8s_port["targetPort"] in {p["name"] for p in c["ports"]}
+
+
+def test_every_alert_reaches_a_receiver_with_its_url_where_the_secret_is_mounted():
+    config = _alertmanager_config()
+    receivers = {r["name"]: r for r in config["receivers"]}
+    assert set(_receivers_of(config["route"])) <= set(receivers)
+    rules = yaml.safe_load((ROOT / "deploy" / "prometheus-rules.yml").read_text())
+    severities = {r["labels"]["severity"] for g in rules["groups"] for r in g["rules"]}
+    assert severities == {"critical", "warning"}  # the routes below name these two
+    assert any('severity="critical"' in r.get("matchers", []) for r in config["route"]["routes"])
+    (hook,) = receivers[config["route"]["receiver"]]["webhook_configs"]
+    url_file = hook["url_file"]
+    # Kubernetes: the Secret's key, mounted as that file
+    pod = _pod_spec("alertmanager")
+    (c,) = pod["containers"]
+    secret_volume = next(v for v in pod["volumes"] if "secret" in v)
+    mount = next(m for m in c["volumeMounts"] if m["name"] == secret_volume["name"])
+    (item,) = secret_volume["secret"]["items"]
+    assert f"{mount['mountPath']}/{item['path']}" == url_file
+    assert item["key"] in _objects("Secret")[secret_volume["secret"]["secretName"]]["stringData"]
+    # compose: a file bind-mounted there, by default the example (which must exist)
+    volumes = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["alertmanager"]["volumes"]
+    (source,) = [v.rsplit(":", 2)[0] for v in volumes if v.rsplit(":", 2)[1] == url_file]
+    default = re.fullmatch(r"\$\{RAGSTREAM_ALERT_WEBHOOK_URL_FILE:-(.+)\}", source).group(1)
+    assert (ROOT / default).is_file()
+    # the configuration Alertmanager reads is the rendered copy of deploy/alertmanager.yml
+    assert _mounts("alertmanager")["alertmanager-config"] == "/etc/alertmanager/alertmanager.yml"
+    assert "--config.file=/etc/alertmanager/alertmanager.yml" in c["args"]
