@@ -16,7 +16,8 @@ table, prints each mismatching cell and ends with the line
 question set against an ingested project and ranks each question's evidence in the
 hits (``search.evaluation``: same file name, evidence contained after NFC, case
 folding and whitespace collapsing).  It prints one line per question not found in the
-top 5, recall@5 per kind, and ends with ``recall@1=… recall@5=… recall@10=… mrr=…``.
+top 5 (with where they ranked), the figures per kind, and ends with
+``recall@1=… recall@5=… recall@10=… mrr=… ndcg@10=…``.
 The corpus question set lives in ``bench/questions/corpus.jsonl``.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -91,16 +93,19 @@ def eval_retrieval_command(
     k: int = typer.Option(10, "-k", min=1, max=100, help="hits per search (recall@n for n > k = recall@k)"),
     as_json: bool = typer.Option(False, "--json", help="one JSON line per question (rank, latency, top files)"),
 ) -> None:
-    """Recall of search over a question set; last line ``recall@1=… recall@5=… recall@10=… mrr=…``.
+    """Recall of search over a question set; last line
+    ``recall@1=… recall@5=… recall@10=… mrr=… ndcg@10=…``.
 
     Output (stdout): with ``--json`` one JSON object per question (its fields, ``rank``
     1-based or null, ``latency_ms``, ``top_files``), otherwise one line per question not
-    found in the top 5 (``miss: <question> | file=<file> | best rank=<r or ->``); then
-    ``kind <kind>: recall@5=<fraction> (<found>/<count>)`` per kind, a latency line, and
-    the figures (4 decimals) last.  Exit 2 with ``error: …`` on stderr for a bad JSONL
+    found in the top 5 (``miss: <question> | file=<file> | best rank=<r or -> | document
+    rank=<first hit from its file, or -> | evidence rank in top 100=<r or ->``); then
+    ``kind <kind>: n=<count> recall@1=… recall@5=… recall@10=… mrr=… ndcg@10=…`` per
+    kind, a latency line, and the figures (4 decimals) last.  Exit 2 with ``error: …`` on stderr for a bad JSONL
     line (its number is named) or a project without documents.
     """
-    from search.evaluation import QuestionFileError, evaluate, figures, load_questions, project_document_count
+    from search.evaluation import (MISS_DEPTH, QuestionFileError, evaluate, figures, load_questions,
+                                   project_document_count)
     from streams.settings import get_settings
 
     try:
@@ -119,15 +124,19 @@ def eval_retrieval_command(
     if outcomes is None:
         typer.echo(f"error: unknown project {project!r}: it has no documents (ingest them first)", err=True)
         raise typer.Exit(code=2)
+    def shown(rank: Optional[int]) -> str:
+        return "-" if rank is None else str(rank)
+
     for o in outcomes:
         if as_json:
             typer.echo(json.dumps(o.as_json(), ensure_ascii=False))
         elif o.rank is None or o.rank > 5:
             typer.echo(f"miss: {o.question.question} | file={o.question.file} | "
-                       f"best rank={o.rank if o.rank is not None else '-'}")
+                       f"best rank={shown(o.rank)} | document rank={shown(o.document_rank)} | "
+                       f"evidence rank in top {MISS_DEPTH}={shown(o.deep_rank)}")
     result = figures(outcomes)
-    for kind, (found, total) in result.by_kind.items():
-        typer.echo(f"kind {kind}: recall@5={found / total:.4f} ({found}/{total})")
+    for kind, per_kind in result.by_kind.items():
+        typer.echo(f"kind {kind}: n={per_kind.n} {per_kind.last_line()}")
     latencies = sorted(o.latency_ms for o in outcomes)
     typer.echo(f"{result.n} questions, project {project}, k={k}; search latency median "
                f"{latencies[len(latencies) // 2]:.0f} ms, max {latencies[-1]:.0f} ms")

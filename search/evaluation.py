@@ -16,12 +16,18 @@ question's file name AND the hit's text contains the evidence, both compared aft
 space).  Its rank is ``None`` when no hit of the top k qualifies.
 
 Figures: ``recall@n`` = share of questions found at rank ≤ n; ``mrr`` = mean of
-1/rank (0 when not found) over the top k.  Hits beyond k are never seen, so recall@n
-for n > k equals recall@k.
+1/rank (0 when not found) over the top k; ``ndcg@10`` = mean of 1/log2(1 + rank) for
+ranks ≤ 10 (one relevant chunk per question, so the ideal DCG is 1). Hits beyond k
+are never seen, so recall@n for n > k equals recall@k.  Each figure is also given per
+kind.  A miss (not in the top 5) carries two diagnostics: ``document_rank``, the rank
+of the first hit from the right document at all (ranking within the document lost it
+when this is small), and ``deep_rank``, the evidence's rank in a deeper search
+(:data:`MISS_DEPTH` hits; e.g. "ranks 62nd").
 """
 from __future__ import annotations
 
 import json
+import math
 import time
 import unicodedata
 from dataclasses import asdict, dataclass, field
@@ -32,6 +38,7 @@ from streams.settings import Settings
 
 FIELDS = ("question", "file", "evidence", "kind")
 CUTOFFS = (1, 5, 10)
+MISS_DEPTH = 100  # hits a miss is searched again with, to say where its evidence ranks
 
 
 class QuestionFileError(ValueError):
@@ -62,19 +69,26 @@ class Question:
 @dataclass
 class Outcome:
     """A question's result: ``rank`` (1-based, None when not in the top ``k``), the
-    search's wall time (ms) and the top hits' file names (for a failure's context)."""
+    search's wall time (ms), the top hits' file names (for a failure's context) and,
+    for a miss, ``document_rank`` (first hit from the question's file in the top
+    ``k``, or None) and ``deep_rank`` (the evidence's rank within :data:`MISS_DEPTH`
+    hits, or None)."""
 
     question: Question
     rank: Optional[int]
     latency_ms: float
     top_files: list[str] = field(default_factory=list)
+    document_rank: Optional[int] = None
+    deep_rank: Optional[int] = None
 
     def as_json(self) -> dict[str, Any]:
-        """One JSON-able record: question fields, rank, latency_ms, top_files."""
+        """One JSON-able record: question fields, rank, latency_ms, top_files,
+        document_rank, deep_rank."""
         q = asdict(self.question)
         q.pop("line")
         return {**q, "rank": self.rank, "latency_ms": round(self.latency_ms, 1),
-                "top_files": self.top_files}
+                "top_files": self.top_files, "document_rank": self.document_rank,
+                "deep_rank": self.deep_rank}
 
 
 def normalize_text(text: str) -> str:
@@ -124,32 +138,46 @@ def rank_of(question: Question, hits: Iterable[dict[str, Any]]) -> Optional[int]
     return None
 
 
+def first_file_rank(question: Question, hits: Iterable[dict[str, Any]]) -> Optional[int]:
+    """The 1-based rank of the first hit from the question's file, or None."""
+    return next((rank for rank, hit in enumerate(hits, 1)
+                 if hit.get("filename") == question.filename), None)
+
+
 @dataclass
 class Figures:
-    """``recall`` {n: share found at rank ≤ n} for n in :data:`CUTOFFS`, ``mrr``, the
-    question count ``n``, and per-kind ``(found in top 5, count)``."""
+    """``recall`` {n: share found at rank ≤ n} for n in :data:`CUTOFFS`, ``mrr``,
+    ``ndcg10`` and the question count ``n`` of a set of outcomes, and ``by_kind``
+    {kind: the same figures over that kind's questions} (empty inside a kind)."""
 
     recall: dict[int, float]
     mrr: float
+    ndcg10: float
     n: int
-    by_kind: dict[str, tuple[int, int]]
+    by_kind: dict[str, "Figures"] = field(default_factory=dict)
 
     def last_line(self) -> str:
-        """``recall@1=… recall@5=… recall@10=… mrr=…`` with 4 decimals."""
-        return " ".join([*(f"recall@{c}={self.recall[c]:.4f}" for c in CUTOFFS), f"mrr={self.mrr:.4f}"])
+        """``recall@1=… recall@5=… recall@10=… mrr=… ndcg@10=…`` with 4 decimals."""
+        return " ".join([*(f"recall@{c}={self.recall[c]:.4f}" for c in CUTOFFS),
+                         f"mrr={self.mrr:.4f}", f"ndcg@10={self.ndcg10:.4f}"])
+
+
+def _figures(ranks: list[Optional[int]]) -> Figures:
+    n = len(ranks)
+    recall = {c: sum(r is not None and r <= c for r in ranks) / n for c in CUTOFFS}
+    mrr = sum(1.0 / r for r in ranks if r is not None) / n
+    ndcg10 = sum(1.0 / math.log2(1 + r) for r in ranks if r is not None and r <= 10) / n
+    return Figures(recall, mrr, ndcg10, n)
 
 
 def figures(outcomes: list[Outcome]) -> Figures:
-    """Recall at each cutoff, MRR and per-kind recall@5 of ``outcomes`` (non-empty)."""
-    n = len(outcomes)
-    ranks = [o.rank for o in outcomes]
-    recall = {c: sum(r is not None and r <= c for r in ranks) / n for c in CUTOFFS}
-    mrr = sum(1.0 / r for r in ranks if r is not None) / n
-    by_kind: dict[str, tuple[int, int]] = {}
-    for o in outcomes:
-        found, total = by_kind.get(o.question.kind, (0, 0))
-        by_kind[o.question.kind] = (found + (o.rank is not None and o.rank <= 5), total + 1)
-    return Figures(recall, mrr, n, dict(sorted(by_kind.items())))
+    """Recall at each cutoff, MRR and nDCG@10 of ``outcomes`` (non-empty), overall and
+    per kind (kinds sorted by name)."""
+    result = _figures([o.rank for o in outcomes])
+    kinds = sorted({o.question.kind for o in outcomes})
+    result.by_kind = {kind: _figures([o.rank for o in outcomes if o.question.kind == kind])
+                      for kind in kinds}
+    return result
 
 
 async def project_document_count(project: str, settings: Settings) -> int:
@@ -164,7 +192,9 @@ async def project_document_count(project: str, settings: Settings) -> int:
 async def evaluate(questions: list[Question], *, project: str, k: int,
                    settings: Settings) -> list[Outcome]:
     """Run :func:`search.query.search` once per question (sequentially, so latencies
-    are per query) and rank each question's evidence in the top ``k`` hits."""
+    are per query) and rank each question's evidence in the top ``k`` hits; a miss
+    (not in the top 5) is searched again with :data:`MISS_DEPTH` hits for its
+    ``deep_rank`` (that second search is not in the latency)."""
     from adapters.metadata import Metadata
     from adapters.vector_store import VectorStore
     from search.query import SearchClients, search
@@ -179,8 +209,14 @@ async def evaluate(questions: list[Question], *, project: str, k: int,
                 result = await search(q.question, project=project, k=k, settings=settings,
                                       clients=clients)
                 ms = (time.perf_counter() - start) * 1000
-                out.append(Outcome(q, rank_of(q, result.hits), ms,
-                                   [h.get("filename", "") for h in result.hits]))
+                outcome = Outcome(q, rank_of(q, result.hits), ms,
+                                  [h.get("filename", "") for h in result.hits])
+                if outcome.rank is None or outcome.rank > 5:  # a miss: where did it go?
+                    outcome.document_rank = first_file_rank(q, result.hits)
+                    deep = await search(q.question, project=project, k=max(k, MISS_DEPTH),
+                                        settings=settings, clients=clients)
+                    outcome.deep_rank = rank_of(q, deep.hits)
+                out.append(outcome)
     finally:
         vectors.close()
     return out

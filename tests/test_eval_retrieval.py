@@ -10,6 +10,8 @@ different case and line breaks, so matching must normalise.
 from __future__ import annotations
 
 import json
+import math
+import re
 import subprocess
 import sys
 import unicodedata
@@ -59,7 +61,7 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 
 def test_matching_normalises_and_needs_the_file():
-    from search.evaluation import Question, figures, normalize_text, rank_of, Outcome
+    from search.evaluation import Question, figures, first_file_rank, normalize_text, rank_of, Outcome
 
     assert normalize_text("  A\u00a0 B\n\tC ") == "a b c"
     assert normalize_text(unicodedata.normalize("NFD", "이용객")) == "이용객"
@@ -68,9 +70,15 @@ def test_matching_normalises_and_needs_the_file():
             {"filename": "a.txt", "text": "say HELLO\nworld!"}]
     assert rank_of(q, hits) == 3
     assert rank_of(q, hits[:2]) is None
-    f = figures([Outcome(q, 1, 1.0), Outcome(q, 3, 1.0), Outcome(q, 7, 1.0), Outcome(q, None, 1.0)])
-    assert f.last_line() == "recall@1=0.2500 recall@5=0.5000 recall@10=0.7500 mrr=0.3690"
-    assert f.by_kind == {"text": (2, 4)}
+    assert first_file_rank(q, hits) == 2 and first_file_rank(q, hits[:1]) is None
+    table = Question("q2", "t.csv", "x", "table")
+    f = figures([Outcome(q, 1, 1.0), Outcome(q, 3, 1.0), Outcome(q, 7, 1.0), Outcome(q, None, 1.0),
+                 Outcome(table, 2, 1.0)])
+    # ndcg@10: (1 + 1/log2(4) + 1/log2(8) + 0 + 1/log2(3)) / 5
+    assert f.last_line() == "recall@1=0.2000 recall@5=0.6000 recall@10=0.8000 mrr=0.3952 ndcg@10=0.4929"
+    assert list(f.by_kind) == ["table", "text"] and f.by_kind["table"].ndcg10 == 1 / math.log2(3)
+    assert f.by_kind["text"].last_line() == (
+        "recall@1=0.2500 recall@5=0.5000 recall@10=0.7500 mrr=0.3690 ndcg@10=0.4583")
 
 
 def test_bad_jsonl_line_is_named(tmp_path):
@@ -100,13 +108,18 @@ def test_eval_retrieval_figures(stack, worker, project, tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     last = dict(part.split("=") for part in lines[-1].split())
-    assert list(last) == ["recall@1", "recall@5", "recall@10", "mrr"], lines[-1]
+    assert list(last) == ["recall@1", "recall@5", "recall@10", "mrr", "ndcg@10"], lines[-1]
     assert all(len(v.split(".")[1]) == 4 for v in last.values()), lines[-1]
     assert last["recall@10"] == "0.7500" and last["recall@5"] == "0.7500", r.stdout
     assert float(last["recall@1"]) <= 0.75 and 0.25 <= float(last["mrr"]) <= 0.75
-    assert "miss: Who was on the glacier survey team? | file=bakery-recipes.txt | best rank=-" in lines
-    assert "kind korean: recall@5=1.0000 (1/1)" in lines
-    assert "kind text: recall@5=0.6667 (2/3)" in lines
+    # its evidence is not in its file: no rank even 100 deep; the file itself may rank
+    assert any(re.fullmatch(r"miss: Who was on the glacier survey team\? \| file=bakery-recipes.txt \| "
+                            r"best rank=- \| document rank=(\d+|-) \| evidence rank in top 100=-", line)
+               for line in lines), lines
+    kinds = {line.split(":")[0]: dict(p.split("=") for p in line.split(": ", 1)[1].split())
+             for line in lines if line.startswith("kind ")}
+    assert kinds["kind korean"]["n"] == "1" and kinds["kind korean"]["recall@5"] == "1.0000"
+    assert kinds["kind text"]["n"] == "3" and kinds["kind text"]["recall@5"] == "0.6667"
 
     r = eval_cli(str(questions), "-p", project, "--json")
     assert r.returncode == 0, r.stderr
@@ -116,8 +129,11 @@ def test_eval_retrieval_figures(stack, worker, project, tmp_path):
     assert ranks[3] is None and all(isinstance(x, int) and 1 <= x <= 10 for x in ranks[:3]), ranks
     mrr = sum(1 / x for x in ranks if x) / len(ranks)
     recall1 = sum(x == 1 for x in ranks) / len(ranks)
+    ndcg = sum(1 / math.log2(1 + x) for x in ranks if x) / len(ranks)
     assert r.stdout.strip().splitlines()[-1] == (
-        f"recall@1={recall1:.4f} recall@5=0.7500 recall@10=0.7500 mrr={mrr:.4f}")
+        f"recall@1={recall1:.4f} recall@5=0.7500 recall@10=0.7500 mrr={mrr:.4f} ndcg@10={ndcg:.4f}")
+    assert records[3]["deep_rank"] is None
+    assert all(rec["deep_rank"] is None for rec in records[:3])  # found: no deep search
 
     r = eval_cli(str(questions), "-p", "nosuchproject" + project)
     assert r.returncode == 2 and "unknown project" in r.stderr, r
