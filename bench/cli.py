@@ -147,3 +147,20 @@ def search(chunks: int = typer.Option(100_000, help="synthetic chunks inserted i
     from bench.search import bench_search
 
     bench_search(chunks, Console(), queries=queries, window=window, flush=flush)
+
+
+@bench_app.command("retrieval")
+def retrieval(sets: list[str] = typer.Option(..., "--set", help="NAME=DOCS:QUESTIONS (repeatable), "
+                                                               "e.g. dev=.ragstream-heldout/docs/dev:"
+                                                               "bench/heldout/dev.jsonl"),
+              rounds: int = typer.Option(3, min=1, max=9, help="fresh ingests per set (median reported)")) -> None:
+    """Retrieval figures per question set, each the median of ``rounds`` fresh ingests;
+    last line ``<set>_recall@1=… … <set>_ndcg@10=…``."""
+    from bench.retrieval_sets import bench_retrieval, parse_set
+
+    try:
+        parsed = [parse_set(s) for s in sets]
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    bench_retrieval(parsed, rounds, Console())
