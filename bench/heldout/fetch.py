@@ -12,7 +12,8 @@ it to DEST/<split>/<file> (default DEST: <repo>/.ragstream-heldout/docs).
 The sdist URL is looked up in PyPI's JSON API (https://pypi.org/pypi/<pkg>/json,
 override the host with HELDOUT_PYPI_URL) and matched by sha256, so a mirror that
 serves relative file URLs works too. Any hash mismatch stops with an error that
-names the document (or the sdist) and both hashes. Standard library + httpx only.
+names the document (or the sdist) and both hashes. Run with the project's venv (httpx,
+and the project's own ``adapters.object_store.sha256_file``).
 """
 from __future__ import annotations
 
@@ -30,19 +31,13 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
+sys.path.insert(0, str(REPO))
+from adapters.object_store import sha256_file  # noqa: E402  (the repository root is on the path now)
 PYPI = os.environ.get("HELDOUT_PYPI_URL", "https://pypi.org").rstrip("/")
 
 
 class HashMismatch(Exception):
     pass
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def sdist_url(client: httpx.Client, package: str, version: str, sha: str) -> tuple[str, str]:
