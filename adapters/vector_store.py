@@ -686,6 +686,29 @@ class VectorStore:
             n, filter=flt, output_fields=["chunk_id"], limit=16384, timeout=self.timeout_s)))
         return [r["chunk_id"] for r in res]
 
+    def chunk_texts_sync(self, project: str, filenames: Sequence[str]) -> list[dict[str, Any]]:
+        """Every stored chunk of the documents named ``filenames`` in ``project`` (all
+        versions; the caller keeps the current ones): rows with ``document_id``,
+        ``version``, ``filename``, ``chunk_index``, ``text``, read with a query iterator
+        (1,000 rows per page, no cap on a document's chunk count)."""
+        alias = alias_name(project)
+        names = ", ".join(quote_literal(n) for n in filenames)
+        flt = scoped_filter(project, f"filename in [{names}]")
+        fields = ["document_id", "version", "filename", "chunk_index", "text"]
+
+        def read(c: MilvusClient, name: str) -> list[dict[str, Any]]:
+            it = c.query_iterator(name, batch_size=1000, filter=flt, output_fields=fields,
+                                  timeout=self.timeout_s)
+            rows: list[dict[str, Any]] = []
+            try:
+                while page := it.next():
+                    rows.extend({f: r[f] for f in fields} for r in page)
+            finally:
+                it.close()
+            return rows
+
+        return self._gated("query", lambda c: self._on(c, alias, lambda n: read(c, n), create=False))
+
     def dense_search_params(self, alias: str, k: int) -> dict[str, Any]:
         """Search parameters for the dense index of ``alias``'s collection (loaded):
         ``ef`` = max(``milvus_hnsw_ef``, ``k``) for HNSW (Milvus refuses ef < k), none
@@ -766,6 +789,9 @@ class VectorStore:
 
     async def count(self, project: str, document_id: str, version: Optional[int] = None) -> int:
         return await asyncio.to_thread(self.count_sync, project, document_id, version)
+
+    async def chunk_texts(self, project: str, filenames: Sequence[str]) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.chunk_texts_sync, project, filenames)
 
     async def has_metadata_field(self, project: str, alias: str = "prod") -> bool:
         return await asyncio.to_thread(self.has_metadata_field_sync, project, alias)

@@ -143,5 +143,63 @@ def eval_retrieval_command(
     typer.echo(result.last_line())
 
 
+@eval_app.command("evidence")
+def eval_evidence_command(
+    questions: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
+                                     help="question set, JSON lines {question, file, evidence, kind}"),
+    project: str = typer.Option(..., "--project", "-p", help="the ingested project holding the documents"),
+    as_json: bool = typer.Option(False, "--json", help="one JSON line per question not found in a chunk"),
+) -> None:
+    """Check a question set before measuring with it: is each question's evidence in a
+    chunk of its document at all (search/evidence_check.py; no search is run)?
+
+    Output: per question whose evidence is in no chunk, ``missing: <file>:<line> |
+    <evidence> | nearest chunk: <text, 300 chars>`` (``--json``: an object with
+    ``line``, ``file``, ``evidence``, ``status``, ``chunks``, ``nearest``), and
+    ``no document: …`` for a file with no chunks; last line ``found=… missing=…
+    no_document=… of n``.  Exit 1 when any question is not found, 2 for a bad
+    question file or a project without documents.
+    """
+    from search.evaluation import QuestionFileError, load_questions, project_document_count
+    from search.evidence_check import check_evidence
+    from streams.settings import get_settings
+
+    try:
+        items = load_questions(questions)
+    except QuestionFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    settings = get_settings()
+
+    async def run():
+        if await project_document_count(project, settings) == 0:
+            return None
+        return await check_evidence(items, project=project, settings=settings)
+
+    verdicts = asyncio.run(run())
+    if verdicts is None:
+        typer.echo(f"error: unknown project {project!r}: it has no documents (ingest them first)", err=True)
+        raise typer.Exit(code=2)
+    counts = {"found": 0, "missing": 0, "no-document": 0}
+    for v in verdicts:
+        counts[v.status] += 1
+        where = f"{v.question.file}:{v.question.line}"
+        if v.status == "found":
+            continue
+        if as_json:
+            typer.echo(json.dumps({"line": v.question.line, "file": v.question.file,
+                                   "evidence": v.question.evidence, "status": v.status,
+                                   "chunks": v.chunks, "nearest": v.nearest}, ensure_ascii=False))
+        elif v.status == "missing":
+            nearest = " ".join((v.nearest or "").split())[:300]
+            typer.echo(f"missing: {where} | {v.question.evidence} | nearest chunk: {nearest}")
+        else:
+            typer.echo(f"no document: {where} | no chunk has file name {v.question.filename!r}")
+    typer.echo(f"found={counts['found']} missing={counts['missing']} "
+               f"no_document={counts['no-document']} of {len(verdicts)}")
+    if counts["found"] != len(verdicts):
+        raise typer.Exit(code=1)
+
+
 if __name__ == "__main__":  # python -m cli.eval PDF TRUTH.csv
     typer.run(eval_tables_command)

@@ -19,6 +19,7 @@ command group in this package.
     ragstream partition FILE            elements of one file          cli/partition.py
     ragstream eval tables PDF TRUTH.csv table cell accuracy           cli/eval.py
     ragstream eval retrieval Q -p P     search recall@k and MRR       cli/eval.py
+    ragstream eval evidence Q -p P      is each evidence in a chunk   cli/eval.py
     ragstream triton serve              Triton in the foreground      cli/triton.py
     ragstream db upgrade|current        schema migrations (Alembic)   cli/db.py
     ragstream drill                     fault drills                  cli/drill.py

@@ -137,3 +137,26 @@ def test_eval_retrieval_figures(stack, worker, project, tmp_path):
 
     r = eval_cli(str(questions), "-p", "nosuchproject" + project)
     assert r.returncode == 2 and "unknown project" in r.stderr, r
+
+    # the same set checked for answerability (no search): the misattributed evidence is in
+    # no chunk of its file; a file never ingested has no chunks at all
+    unknown = {"question": "Where is the ferry timetable?", "file": "ferry.txt", "evidence": "pier 4",
+               "kind": "text"}
+    checked = write_jsonl(tmp_path / "check.jsonl", QUESTIONS + [unknown])
+    r = evidence_cli(str(checked), "-p", project)
+    assert r.returncode == 1, r
+    lines = r.stdout.strip().splitlines()
+    assert lines[-1] == "found=3 missing=1 no_document=1 of 5", r.stdout
+    assert any(line.startswith(f"missing: bakery-recipes.txt:4 | Helga Arnadottir | nearest chunk: Brioche Nord")
+               for line in lines), lines
+    assert any(line.startswith("no document: ferry.txt:5") for line in lines), lines
+    r = evidence_cli(str(questions), "-p", project, "--json")
+    assert r.returncode == 1 and [json.loads(x)["line"] for x in r.stdout.splitlines()[:-1]] == [4], r.stdout
+    r = evidence_cli(str(write_jsonl(tmp_path / "ok.jsonl", QUESTIONS[:3])), "-p", project)
+    assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == "found=3 missing=0 no_document=0 of 3", r
+
+
+def evidence_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m cli.main eval evidence ...`` in the repository root."""
+    return subprocess.run([sys.executable, "-m", "cli.main", "eval", "evidence", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
