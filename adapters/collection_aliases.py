@@ -25,8 +25,8 @@ import re
 from typing import Any, Optional, Sequence
 
 from adapters.collection_names import with_suffix
-from adapters.vector_store import (SPARSE, TEXT_MAX, VectorStore, alias_name, create_chunk_collection,
-                                   has_alias, scoped_filter)
+from adapters.vector_store import (VectorStore, alias_name, collection_fields, create_chunk_collection,
+                                   has_alias, scoped_filter, storable_rows)
 
 
 def physical_name(project: str, version: int) -> str:
@@ -105,11 +105,14 @@ def drop_alias(store: VectorStore, alias: str) -> None:
 def upsert_rows(store: VectorStore, collection: str, rows: Sequence[dict[str, Any]]) -> int:
     """Upsert chunk rows (``VectorStore.upsert_sync``'s keys) into one physical
     collection; returns the row count."""
-    rows = [{**row, "text": row["text"][: TEXT_MAX // 4]} for row in rows]  # VARCHAR limit is in bytes
-    for row in rows:
-        row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
-    if rows:
-        store.run_gated("upsert", lambda c: c.upsert(collection, rows, timeout=store.timeout_s))
+    if not rows:
+        return 0
+
+    def upsert(c) -> None:
+        fitted = storable_rows(rows, collection_fields(c, collection, store.timeout_s))
+        c.upsert(collection, fitted, timeout=store.timeout_s)
+
+    store.run_gated("upsert", upsert)
     return len(rows)
 
 

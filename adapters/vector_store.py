@@ -10,8 +10,10 @@ told.  HNSW (:data:`HNSW_BUILD`, search ``ef`` = max(``milvus_hnsw_ef``, k)) for
 Milvus standalone or cluster, set so in compose and Kubernetes.  Searches run at
 ``milvus_search_consistency`` (Strong by default: a COMPLETED document is searchable).
 
-Full-text search: ``text`` is analyzed (``ANALYZER``: the "standard" tokenizer +
-lowercase) and a BM25 Function fills the sparse field ``SPARSE`` from it (index
+Full-text search: ``lexical`` (``search.lexical.lexical_form`` of ``text``, written
+by :func:`storable_rows`; collections made before it analyze ``text`` itself) is
+analyzed (``ANALYZER``: the "standard" tokenizer + lowercase) and a BM25 Function
+fills the sparse field ``SPARSE`` from it (index
 SPARSE_INVERTED_INDEX, metric BM25), so :meth:`VectorStore.hybrid_search_sync`
 runs dense ANN and BM25 with the same filter and fuses them with RRF (k = 60,
 :func:`rrf_fuse`: ties broken by the two scores).
@@ -85,7 +87,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 import grpc
 from pymilvus import DataType, Function, FunctionType, MilvusClient, MilvusException
@@ -99,7 +101,10 @@ T = TypeVar("T")
 
 DIM = 384  # all-MiniLM-L6-v2
 TEXT_MAX = 65535
-SPARSE = "text_sparse"  # BM25 sparse vector, a Function output fed from ``text``
+SPARSE = "text_sparse"  # BM25 sparse vector, a Function output fed from ``lexical`` (older: ``text``)
+#: the text BM25 reads: ``search.lexical.lexical_form`` of ``text``, written by
+#: :func:`storable_rows`; collections made before it feed BM25 from ``text`` itself
+LEXICAL = "lexical"
 ANALYZER = {"tokenizer": "standard", "filter": ["lowercase"]}
 #: HNSW build parameters (Milvus' documented ranges: M 2-2048, efConstruction 1-int max)
 HNSW_BUILD = {"M": 16, "efConstruction": 200}
@@ -142,11 +147,13 @@ class HybridHits:
 
 
 def rrf_fuse(dense: list[dict[str, Any]], bm25: list[dict[str, Any]],
-             rrf_k: int = RRF_K) -> list[dict[str, Any]]:
+             rrf_k: int = RRF_K, dense_weight: float = 1.0) -> list[dict[str, Any]]:
     """Reciprocal rank fusion of two rankings of chunk dicts (best first, each with
     ``chunk_id``; ``dense`` hits with ``dense_score``, the cosine; ``bm25`` hits with
     ``dense_score`` and ``bm25_score`` ≥ 0): score Σ 1/(``rrf_k`` + rank), rank
-    1-based, as Milvus's RRFRanker.  Returns every chunk of either ranking once (the
+    1-based, as Milvus's RRFRanker, the dense term times ``dense_weight``
+    (``search.lexical.dense_weight``: 0 for a CJK query, so BM25's order leads and
+    chunks only the dense ranking found follow it).  Returns every chunk of either ranking once (the
     dict from ``dense`` when in both, plus ``bm25_score`` if BM25 found it), ``score``
     set to its fused score, best first.
 
@@ -158,10 +165,10 @@ def rrf_fuse(dense: list[dict[str, Any]], bm25: list[dict[str, Any]],
     question set: r@1 0.778 (Milvus RRF) → 0.810 with this tie-break, r@5 0.968 both.
     """
     fused: dict[str, dict[str, Any]] = {}
-    for ranking in (dense, bm25):
+    for ranking, weight in ((dense, dense_weight), (bm25, 1.0)):
         for rank, hit in enumerate(ranking, 1):
             entry = fused.setdefault(hit["chunk_id"], {**hit, "score": 0.0})
-            entry["score"] += 1.0 / (rrf_k + rank)
+            entry["score"] += weight / (rrf_k + rank)
             if "bm25_score" in hit:
                 entry["bm25_score"] = hit["bm25_score"]
     best_bm25 = max((h["bm25_score"] for h in bm25), default=0.0) or 1.0
@@ -314,7 +321,7 @@ def _await_collection(client: MilvusClient, name: str, timeout_s: float = 30.0) 
 
 
 def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool = True,
-                            index_type: str = "FLAT") -> None:
+                            index_type: str = "FLAT", with_lexical: bool = True) -> None:
     """Create the physical collection ``name`` with the chunk schema (fields, BM25
     function), then its dense (``index_type``: FLAT or HNSW, metric IP) and sparse
     indexes; every step is idempotent and safe against another process doing the
@@ -326,7 +333,8 @@ def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool
     exist before it names the collection in an alias, so nobody loads a
     collection without indexes ("no index on collection", seen under the race).
     ``with_metadata`` False makes the schema of collections made before the
-    ``metadata`` field existed (tests of that upgrade path)."""
+    ``metadata`` field existed (tests of that upgrade path); ``with_lexical`` False,
+    those made before the ``lexical`` field (BM25 then reads ``text``)."""
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
@@ -341,14 +349,43 @@ def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool
     schema.add_field("text", DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True, analyzer_params=ANALYZER)
     if with_metadata:
         schema.add_field(METADATA, DataType.JSON, nullable=True)
+    if with_lexical:
+        schema.add_field(LEXICAL, DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
+                         analyzer_params=ANALYZER)
     schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
-                                 input_field_names=["text"], output_field_names=[SPARSE]))
+                                 input_field_names=[LEXICAL if with_lexical else "text"],
+                                 output_field_names=[SPARSE]))
     _unless_exists(lambda: client.create_collection(name, schema=schema))
     _await_collection(client, name)
     for field in ("vector", SPARSE):
         if not client.list_indexes(name, field_name=field):
             _unless_exists(lambda: client.create_index(name, _chunk_index_params(client, field, index_type)))
+
+
+def storable_rows(rows: Sequence[dict[str, Any]], fields: Iterable[str]) -> list[dict[str, Any]]:
+    """Chunk rows (:func:`chunk_row`'s keys) as a collection with ``fields`` takes them:
+    ``text`` cut to the VARCHAR limit (bytes: at most 4 per character), the Function
+    output ``SPARSE`` dropped, ``lexical`` (``search.lexical.lexical_form`` of the text,
+    cut to :data:`TEXT_MAX` bytes) added when the collection has that field, and
+    ``metadata`` dropped when it has not.  New dicts; ``rows`` are not changed."""
+    from search.lexical import fit_bytes, lexical_form
+
+    fields = frozenset(fields)
+    out = []
+    for row in rows:
+        row = {k: v for k, v in row.items() if k != SPARSE and (k != METADATA or METADATA in fields)}
+        row["text"] = row["text"][: TEXT_MAX // 4]
+        if LEXICAL in fields:
+            row[LEXICAL] = fit_bytes(lexical_form(row["text"]), TEXT_MAX)
+        out.append(row)
+    return out
+
+
+def collection_fields(client: MilvusClient, name: str, timeout_s: Optional[float] = None) -> frozenset:
+    """The field names of collection (or alias) ``name``."""
+    described = client.describe_collection(name, timeout=timeout_s)
+    return frozenset(f.get("name") for f in described.get("fields", []))
 
 
 def dense_index_type(client: MilvusClient, collection: str) -> str:
@@ -571,15 +608,10 @@ class VectorStore:
     def upsert_sync(self, project: str, rows: Sequence[dict[str, Any]]) -> int:
         """Upsert chunk rows (keys: OUTPUT_FIELDS + ``vector``); returns the row count."""
         alias = alias_name(project)
-        for row in rows:
-            row["text"] = row["text"][: TEXT_MAX // 4]  # VARCHAR limit is in bytes (UTF-8 ≤ 4)
-            row.pop(SPARSE, None)  # a Function output: Milvus computes it from text
         rows = list(rows)
 
         def upsert(c: MilvusClient, name: str) -> Any:
-            fitted = rows if METADATA in self._fields.get(alias, ()) else \
-                [{k: v for k, v in row.items() if k != METADATA} for row in rows]
-            return c.upsert(name, fitted, timeout=self.timeout_s)
+            return c.upsert(name, storable_rows(rows, self._fields.get(alias, ())), timeout=self.timeout_s)
 
         self._gated("upsert", lambda c: self._on(c, alias, lambda n: upsert(c, n)))
         return len(rows)
@@ -737,13 +769,17 @@ class VectorStore:
 
     def hybrid_search_sync(self, project: str, vector: Sequence[float], query: str, k: int = 5,
                            filter: str = "", alias: str = "prod") -> HybridHits:
-        """Top-``k`` chunks by dense ANN (cosine) and BM25 over ``text``, each limited
+        """Top-``k`` chunks by dense ANN (cosine) and BM25 over the chunk text's lexical
+        form (``search.lexical``: CJK as characters + bigrams; the raw ``text`` in a
+        collection made before the ``lexical`` field), each limited
         to ``k`` and narrowed by the same ``filter`` (two Milvus searches), fused by
         :func:`rrf_fuse` (RRF k = 60, ties broken by the scores).  Dense only
         (``fallback_reason`` says why) when the collection has no BM25 field (old
         schema) or ``query`` has no word token.  Every hit carries ``dense_score`` (the inner product of ``vector`` and the chunk's vector, the
         cosine), and ``bm25_score`` when BM25 found it.  ``alias``: as for
         :meth:`search_sync`."""
+        from search.lexical import dense_weight, lexical_form
+
         name, create = alias_for(project, alias), alias == "prod"
         reason = None
         if not self._call("describe", lambda c: SPARSE in self._fields.get(self._ensure(c, name, create), ())):
@@ -758,8 +794,9 @@ class VectorStore:
         q = [float(x) for x in vector]
         with ThreadPoolExecutor(2) as pool:  # the two searches at once (the client is thread-safe)
             dense_f = pool.submit(self.search_sync, project, q, k, filter, alias)
+            lexical = LEXICAL in self._fields.get(name, ())  # else BM25 reads the raw text
             bm25_f = pool.submit(self._call, "search", lambda c: self._on(c, name, lambda n: c.search(
-                n, data=[query], limit=k, filter=scoped_filter(project, filter),
+                n, data=[lexical_form(query) if lexical else query], limit=k, filter=scoped_filter(project, filter),
                 output_fields=self.output_fields(name) + ["vector"], anns_field=SPARSE,
                 search_params={"metric_type": "BM25"}, consistency_level=self.search_consistency,
                 timeout=self.timeout_s), create=create))
@@ -772,7 +809,8 @@ class VectorStore:
             entity["dense_score"] = float(sum(a * b for a, b in zip(q, vec)))
             entity["bm25_score"] = abs(float(hit.get("distance", 0.0)))
             bm25_hits.append(entity)
-        return HybridHits(rrf_fuse(dense_hits, bm25_hits)[:k], ["dense", "bm25", "rrf"])
+        return HybridHits(rrf_fuse(dense_hits, bm25_hits, dense_weight=dense_weight(query))[:k],
+                          ["dense", "bm25", "rrf"])
 
     # -- async wrappers (run in a thread) -------------------------------------------------
     async def upsert(self, project: str, rows: Sequence[dict[str, Any]]) -> int:

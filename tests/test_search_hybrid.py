@@ -259,3 +259,48 @@ def test_rrf_ties_are_broken_by_the_two_scores():
     # each ranking's only hit: 0.30 + 1/1 (BM25's best) beats 0.50 + 0; no BM25 hits is fine
     assert [h["chunk_id"] for h in rrf_fuse(dense[:1], [{**dense[2], "bm25_score": 1.0}])] == ["c", "a"]
     assert [h["chunk_id"] for h in rrf_fuse(dense, [])] == ["a", "b", "c"]
+
+
+CJK_TARGET = "歌山镇农贸市场总用地面积4076.54平方米，市场内各类摊位52个，由乙方统一经营管理。"
+CJK_OTHERS = ["本项目预算金额为七十万元，采用竞争性谈判方式确定成交供应商。",
+              "谈判响应文件从开标之日起有效期为六十天，逾期视为无效。",
+              "履约保证金为中标价的百分之五，合同期满后无息退还。"]
+
+
+def test_cjk_sub_word_is_found_by_bm25(stack, project):
+    """A Chinese question shares words, not whole unspaced runs, with its answer:
+    BM25 matches through the lexical form (CJK characters + bigrams,
+    search/lexical.py), and a CJK query is ranked by BM25 first (the English
+    embedder's ranking of it is noise).  Before, the standard analyzer made each
+    unspaced run one token and "摊位" matched nothing."""
+    from search.query import search
+
+    docs = [{"document_id": f"{project}-c{i}", "text": t} for i, t in enumerate(CJK_OTHERS)]
+    docs.append({"document_id": f"{project}-stalls", "text": CJK_TARGET})
+    docs += [{"document_id": f"{project}-en{i}", "text": t} for i, t in enumerate(_distractors(12))]
+    run(_index(project, docs, stack))
+    res = run(search("农贸市场内共有多少个摊位？", project=project, k=3, settings=stack))
+    assert res.rankers[:3] == ["dense", "bm25", "rrf"], res.rankers
+    assert _ids(res)[0] == f"{project}-stalls", [h["text"][:30] for h in res.hits]
+    assert "bm25_score" in res.hits[0]
+
+
+def test_collection_with_bm25_on_raw_text_still_searches(stack, project):
+    """A collection made before the ``lexical`` field (BM25 fed from ``text``) keeps
+    working: rows are written without the field and the raw query goes to BM25."""
+    from pymilvus import MilvusClient
+
+    from adapters.vector_store import alias_name, create_chunk_collection
+    from search.query import search
+
+    alias = alias_name(project)
+    client = MilvusClient(uri=stack.milvus_uri, dedicated=True)
+    try:
+        create_chunk_collection(client, f"{alias}_v1", with_lexical=False)
+        client.create_alias(f"{alias}_v1", alias)
+    finally:
+        client.close()
+    run(_index(project, [{"document_id": f"{project}-t", "text": TARGET}]
+               + [{"document_id": f"{project}-d", "text": t} for t in _distractors(20)], stack))
+    res = run(search(RARE, project=project, k=3, settings=stack))
+    assert res.rankers[:3] == ["dense", "bm25", "rrf"] and f"{project}-t" in _ids(res), res.rankers
