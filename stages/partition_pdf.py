@@ -17,9 +17,12 @@ table-transformer); tables still come from pdfplumber / ``stages.table_ocr`` and
 replace the layout model's text-only Table regions.  Without rapid-layout it falls
 back to ``auto`` with a warning.
 
+Pages where pdfminer reads under half the words pdfium reads (fonts it decodes only
+in part) take pdfium's text instead (``stages.short_text_layer``).
+
 Every element records how its page was read in ``metadata.partition_strategy``:
-``"fast"`` (text layer), ``"ocr_only"`` (tesseract on the rendered page) or
-``"hi_res"`` (layout model).
+``"fast"`` (text layer), ``"pdfium"`` (text layer as pdfium reads it, on those
+pages), ``"ocr_only"`` (tesseract on the rendered page) or ``"hi_res"`` (layout model).
 """
 from __future__ import annotations
 
@@ -85,7 +88,7 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
     """
     from unstructured.documents.elements import assign_and_map_hash_ids
 
-    from stages import offpage_text
+    from stages import offpage_text, short_text_layer
     from stages.pdf_extras import merge_page_items, scan_pages
 
     offpage_text.install()  # text drawn outside the page box is not on the page
@@ -120,13 +123,16 @@ def partition_pdf_file(path: Path, profile: Profile, pages: tuple[int, int] | No
                 extra = _scanned_tables(path, ocr_pages, filename, languages)
         elif strategy != "ocr_only" and any(s.text_chars for s in scans):
             elements, garbled = _readable_pages_only(_fast(src, first, filename, languages), first)
+            elements, _ = short_text_layer.replace_short_pages(
+                elements, src, first, filename, skip=set(garbled) | set(ocr_pages))
             if garbled and strategy != "fast" and tesseract_available():
                 ocr_pages = sorted(set(ocr_pages) | set(garbled))
             elif garbled:
                 log.warning("%s: text layer of page(s) %s is unmapped glyphs and OCR is off: not indexed",
                             filename, _page_list(garbled))
-        for el in elements:
-            el.metadata.partition_strategy = "hi_res" if layout else "fast"
+        for el in elements:  # pdfium's text on short pages is labelled already
+            if getattr(el.metadata, "partition_strategy", None) != "pdfium":
+                el.metadata.partition_strategy = "hi_res" if layout else "fast"
         if ocr_pages and not layout:
             elements += _ocr(path, ocr_pages, filename, languages, Path(tmp), profile.extract_tables)
         garbled_ocr = bool(set(garbled) & set(ocr_pages))
