@@ -85,6 +85,31 @@ def eval_tables_command(
     typer.echo(f"cell_accuracy={score.accuracy:.4f}")
 
 
+def _run_on_project(questions: Path, project: str, job):
+    """``job(items, settings)`` (a coroutine) on the question set's items, when the file
+    reads and ``project`` has documents; else ``error: …`` on stderr and exit 2."""
+    from search.evaluation import QuestionFileError, load_questions, project_document_count
+    from streams.settings import get_settings
+
+    try:
+        items = load_questions(questions)
+    except QuestionFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from None
+    settings = get_settings()
+
+    async def run():
+        if await project_document_count(project, settings) == 0:
+            return None
+        return await job(items, settings)
+
+    result = asyncio.run(run())
+    if result is None:
+        typer.echo(f"error: unknown project {project!r}: it has no documents (ingest them first)", err=True)
+        raise typer.Exit(code=2)
+    return result
+
+
 @eval_app.command("retrieval")
 def eval_retrieval_command(
     questions: Path = typer.Argument(..., exists=True, dir_okay=False, readable=True,
@@ -104,26 +129,10 @@ def eval_retrieval_command(
     kind, a latency line, and the figures (4 decimals) last.  Exit 2 with ``error: …`` on stderr for a bad JSONL
     line (its number is named) or a project without documents.
     """
-    from search.evaluation import (MISS_DEPTH, QuestionFileError, evaluate, figures, load_questions,
-                                   project_document_count)
-    from streams.settings import get_settings
+    from search.evaluation import MISS_DEPTH, evaluate, figures
 
-    try:
-        items = load_questions(questions)
-    except QuestionFileError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from None
-    settings = get_settings()
-
-    async def run():
-        if await project_document_count(project, settings) == 0:
-            return None
-        return await evaluate(items, project=project, k=k, settings=settings)
-
-    outcomes = asyncio.run(run())
-    if outcomes is None:
-        typer.echo(f"error: unknown project {project!r}: it has no documents (ingest them first)", err=True)
-        raise typer.Exit(code=2)
+    outcomes = _run_on_project(questions, project, lambda items, settings: evaluate(
+        items, project=project, k=k, settings=settings))
     def shown(rank: Optional[int]) -> str:
         return "-" if rank is None else str(rank)
 
@@ -160,26 +169,10 @@ def eval_evidence_command(
     no_document=… of n``.  Exit 1 when any question is not found, 2 for a bad
     question file or a project without documents.
     """
-    from search.evaluation import QuestionFileError, load_questions, project_document_count
     from search.evidence_check import check_evidence
-    from streams.settings import get_settings
 
-    try:
-        items = load_questions(questions)
-    except QuestionFileError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(code=2) from None
-    settings = get_settings()
-
-    async def run():
-        if await project_document_count(project, settings) == 0:
-            return None
-        return await check_evidence(items, project=project, settings=settings)
-
-    verdicts = asyncio.run(run())
-    if verdicts is None:
-        typer.echo(f"error: unknown project {project!r}: it has no documents (ingest them first)", err=True)
-        raise typer.Exit(code=2)
+    verdicts = _run_on_project(questions, project, lambda items, settings: check_evidence(
+        items, project=project, settings=settings))
     counts = {"found": 0, "missing": 0, "no-document": 0}
     for v in verdicts:
         counts[v.status] += 1
