@@ -439,6 +439,8 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
                           reprocess_after=run.reprocess_after,
                           reprocess_statuses=run.reprocess_statuses,
                           seconds=time.monotonic() - t_start, notes=run.notes)
+        if not result.callbacks_ok and stack.fleet is not None:  # where notify stood
+            result.notes.append(f"notify log: {stack.fleet.last_line('notify', 'assigned')[-160:]}")
         result.leaked = run.leaked
         result.details.update(run.details)
         result.passed = result.passed and not run.leaked and not run.problems

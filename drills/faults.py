@@ -147,6 +147,15 @@ class Fleet:
         await wait_ready(self.workers[spec], timeout_s)
         return time.monotonic() - t0
 
+    def last_line(self, spec: str, needle: str) -> str:
+        """The last line of ``spec``'s current worker log that contains ``needle``
+        ('' when there is none or no such worker): for a failed drill's notes."""
+        worker = self.workers.get(spec)
+        if worker is None or not worker.log.exists():
+            return ""
+        lines = [ln for ln in worker.log.read_text(errors="replace").splitlines() if needle in ln]
+        return lines[-1].strip() if lines else ""
+
     def dead(self) -> list[str]:
         """Specs whose worker has exited."""
         return [s for s, w in self.workers.items() if not w.alive()]

