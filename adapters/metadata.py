@@ -121,7 +121,8 @@ class Metadata:
                                callback_url: Optional[str] = None,
                                content_type: Optional[str] = None,
                                user_metadata: Optional[dict] = None,
-                               require_live: bool = False) -> VersionAllocation:
+                               require_live: bool = False,
+                               new_version: bool = False) -> VersionAllocation:
         """Allocate the version for an upload of ``sha256`` under ``document_id``.
 
         Same bytes as the latest version → that version (``created=False``, and
@@ -157,7 +158,7 @@ class Metadata:
                 latest_meta = orjson.loads(row["user_metadata"]) if row and row["user_metadata"] else None
                 if user_metadata is None:
                     user_metadata = latest_meta
-                if (row and row["sha256"] == sha256 and row["outcome"] != "FAILED"
+                if (not new_version and row and row["sha256"] == sha256 and row["outcome"] != "FAILED"
                         and row["deleted_up_to"] < row["version"] and (user_metadata or None) == latest_meta):
                     return VersionAllocation(document_id, row["version"], False, row["raw_key"],
                                              queued=row["queued_at"] is not None)

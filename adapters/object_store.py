@@ -73,6 +73,18 @@ class ObjectStore:
             extra["Metadata"] = metadata
         await self.client.upload_file(str(path), bucket or self.bucket, key, ExtraArgs=extra)
 
+    async def copy(self, src_key: str, dst_key: str, bucket: Optional[str] = None) -> None:
+        """Server-side copy of ``src_key`` to ``dst_key`` in one bucket, content type
+        and user metadata included (the managed copy: multipart above 8 MiB, no bytes
+        through this process).  Raises ObjectNotFound when ``src_key`` is missing."""
+        bucket = bucket or self.bucket
+        try:
+            await self.client.copy({"Bucket": bucket, "Key": src_key}, bucket, dst_key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise ObjectNotFound(f"{bucket}/{src_key}") from exc
+            raise
+
     async def _get_object(self, key: str, bucket: Optional[str]) -> dict:
         """GetObject, with a missing key raised as ObjectNotFound."""
         try:

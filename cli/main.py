@@ -46,7 +46,7 @@ console = Console()
 
 def _mount() -> None:
     from bench.cli import bench_app
-    from cli import api, demo, drill, ingest, lag, mcp, reindex, requeue, search, sync, worker
+    from cli import api, demo, drill, ingest, lag, mcp, reindex, reprocess, requeue, search, sync, worker
     from cli.db import db_app
     from cli.dev import dev_app
     from cli.dlq import dlq_app
@@ -63,6 +63,7 @@ def _mount() -> None:
     search.register(app, console)
     reindex.register(app, console)
     requeue.register(app, console)  # ragstream requeue (stranded versions)
+    reprocess.register(app, console)  # ragstream reprocess (new versions from the originals)
     api.register(app)  # ragstream api, ragstream apikey
     mcp.register(app)  # ragstream mcp (mcp_server/)
     demo.register(app, console)

@@ -95,7 +95,7 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
                         put_raw: Callable[[str], Awaitable[None]],
                         document_id: Optional[str] = None, callback_url: Optional[str] = None,
                         force: bool = False, user_metadata: Optional[dict] = None,
-                        require_live: bool = False) -> IngestResult:
+                        require_live: bool = False, new_version: bool = False) -> IngestResult:
     """Register a version of bytes whose ``sha256`` (hex) and ``size`` (bytes) are
     known, store them with ``put_raw(raw_key)`` and produce QUEUED + the upload event.
 
@@ -111,7 +111,8 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
     (schemas/user_metadata.py); None keeps the latest version's, and a different one
     makes a new version of the same bytes (``Metadata.register_version``);
     ``require_live``: raise ``adapters.metadata.DocumentGone`` when a delete covers the
-    document's latest version (a metadata update).
+    document's latest version (a metadata update); ``new_version``: a new version even
+    of unchanged bytes and metadata (``ragstream reprocess``, streams/reprocess.py).
     ``result.path`` is ``Path(filename)``.  Raises InvalidDocumentId for a malformed
     id, and the broker's errors when it is unreachable
     (the version stays registered and unqueued: a retry or the normalize worker's
@@ -124,7 +125,7 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
         document_id=document_id, project=project, category=category, filename=filename,
         sha256=sha256, size=size, callback_url=callback_url, content_type=content_type,
         raw_key_for=lambda v: raw_key(project, category, v, document_id, ext), user_metadata=user_metadata,
-        require_live=require_live)
+        require_live=require_live, new_version=new_version)
     if not alloc.created and alloc.queued and not force:
         return IngestResult(Path(filename), document_id, alloc.version, False, "unchanged",
                             raw_key=alloc.raw_key, project=project)

@@ -143,6 +143,16 @@ def ingest(paths, project, **kw):
                                  console=Console(width=160), **kw))
 
 
+def ingest_texts(folder: Path, docs: dict, project: str):
+    """Write ``{file name: text}`` into ``folder``, ingest them all and assert each
+    COMPLETED; returns the ingest outcome."""
+    for name, text in docs.items():
+        (folder / name).write_text(text)
+    outcome = ingest(sorted(folder / name for name in docs), project)
+    assert {e.status for e in outcome.last.values()} == {"COMPLETED"}, outcome.last
+    return outcome
+
+
 @pytest.fixture(autouse=True)
 def _pil_pixel_limit():
     """``stages.partition`` sets PIL's process-wide ``Image.MAX_IMAGE_PIXELS`` from

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ingest, run
+from conftest import ingest, ingest_texts, run
 
 pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,10 +45,7 @@ def test_a_project_comes_back_from_the_topics_after_milvus_is_lost(stack, worker
     from adapters.vector_store import VectorStore, alias_for
     from streams.project_erasure import drop_project_collections
 
-    for name, text in DOCS.items():
-        (tmp_path / name).write_text(text)
-    first = ingest(sorted(tmp_path.iterdir()), project)
-    assert {e.status for e in first.last.values()} == {"COMPLETED"}, first.last
+    ingest_texts(tmp_path, DOCS, project)
     (tmp_path / "clay.md").write_text("# Clay\n\nThe quarry's red clay is pressed the week it is dug.\n")
     second = ingest([tmp_path / "clay.md"], project)
     assert second.last[second.results[0].document_id].status == "COMPLETED"
