@@ -26,11 +26,18 @@ def register(app: typer.Typer, console: Console) -> None:
         profile change.  Exit 1 on timeout, 2 for an unknown document or a bad name."""
         from cli.arguments import project_or_exit
         from cli.progress import follow_until_terminal, uploader
+        from streams.document_ids import scoped_id
         from streams.ingest import DocumentNotFound
         from streams.reprocess import reprocess as send_again
         from streams.settings import get_settings
 
         project_or_exit(project)
+        try:  # malformed ids refused before any service is asked
+            for d in document_id or ():
+                scoped_id(project, d)
+        except ValueError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=2)
         settings = get_settings()
 
         async def run() -> tuple[list, dict, bool]:

@@ -13,7 +13,6 @@ import pytest
 
 from conftest import ingest_texts, run
 
-pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(ROOT / ".venv" / "bin" / "ragstream")
 
@@ -31,6 +30,7 @@ def _cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return out
 
 
+@pytest.mark.integration
 @pytest.mark.slow  # ~40 s on a warm worker
 def test_reprocess_sends_live_documents_again_as_new_versions(stack, worker, tmp_path, project):
     from adapters import collection_aliases as ca
@@ -73,3 +73,9 @@ def test_reprocess_sends_live_documents_again_as_new_versions(stack, worker, tmp
 
     hits = run(search("punched cards pattern", project=project, k=1, settings=stack, rerank_results=False)).hits
     assert hits and hits[0]["filename"] == "looms.md" and hits[0]["version"] == 2, hits
+
+
+def test_malformed_ids_are_refused_before_any_service_is_asked():
+    """Exit 2 naming the rule, at once (no broker wait): the id is hostile input."""
+    out = _cli("reprocess", "-p", "someproject", "--document-id", "../etc/passwd", "--no-wait", check=False)
+    assert out.returncode == 2 and "must match" in out.stderr, (out.returncode, out.stderr[-500:])
