@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from adapters.document_keys import DocumentKeys
 from api.auth import get_state, require_project
 from api.document_metadata import router as document_metadata_router
+from api.reprocess import router as reprocess_router
 from api.documents import router as documents_router
 from api.errors import install_error_handlers
 from api.lag import stage_lag
@@ -64,6 +65,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
     install_error_handlers(app)  # no 500 from encoding a hostile input back (api/errors.py)
     app.include_router(documents_router)
     app.include_router(document_metadata_router)
+    app.include_router(reprocess_router)
     app.include_router(search_router)
     app.include_router(projects_router)
 
