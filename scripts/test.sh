@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p test-output
-exec .venv/bin/python -m pytest -ra --timeout=900 --durations=30 "$@"
+# test-output/junit.xml keeps every test's duration (the console shows the slowest 30)
+exec .venv/bin/python -m pytest -ra --timeout=900 --durations=30 --junitxml=test-output/junit.xml "$@"

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from adapters.metadata import Metadata
+from adapters.metadata import DocumentGone, Metadata
 from adapters.object_store import ObjectStore
 from streams.document_ids import local_id, scoped_id
 from streams.ingest import DocumentNotFound, IngestResult, queue_version
@@ -75,17 +75,22 @@ async def live_versions(metadata: Metadata, project: str,
 async def reprocess(project: str, *, store: ObjectStore, metadata: Metadata, producer,
                     document_ids: Optional[Sequence[str]] = None) -> list[Reprocessed]:
     """Queue a new version of each live document of ``project`` (module docstring);
-    returns what was sent, in id order."""
+    returns what was sent, in id order.  A document deleted between the listing and
+    its turn is left out (the ledger's check under the document's lock: a delete
+    always wins, as for a metadata update)."""
     sent: list[Reprocessed] = []
     for row in await live_versions(metadata, project, document_ids):
         async def put_raw(key: str, src: str = row["raw_key"]) -> None:
             await store.copy(src, key)
 
-        result: IngestResult = await queue_version(
-            project=project, category=row["category"], filename=row["filename"], sha256=row["sha256"],
-            size=row["size"], content_type=row["content_type"] or "application/octet-stream",
-            store=store, metadata=metadata, producer=producer, put_raw=put_raw,
-            document_id=local_id(project, row["document_id"]), callback_url=row["callback_url"],
-            new_version=True)
+        try:
+            result: IngestResult = await queue_version(
+                project=project, category=row["category"], filename=row["filename"], sha256=row["sha256"],
+                size=row["size"], content_type=row["content_type"] or "application/octet-stream",
+                store=store, metadata=metadata, producer=producer, put_raw=put_raw,
+                document_id=local_id(project, row["document_id"]), callback_url=row["callback_url"],
+                new_version=True, require_live=True)
+        except DocumentGone:  # deleted since it was listed: a delete always wins
+            continue
         sent.append(Reprocessed(local_id(project, row["document_id"]), row["version"], result.version))
     return sent

@@ -40,6 +40,7 @@ def test_reprocess_sends_live_documents_again_as_new_versions(stack, worker, tmp
     first = ingest_texts(tmp_path, DOCS, project)
     ids = {r.path.name: r.document_id.split(".", 1)[1] for r in first.results}
     _cli("delete", ids["wool.md"], "-p", project, "--wait")
+    assert _reprocess_listed_before_the_delete(stack, project, ids["wool.md"]) == []
 
     # an unknown id: exit 2, nothing sent
     bad = _cli("reprocess", "-p", project, "--document-id", "no-such-doc", "--json", check=False)
@@ -79,3 +80,34 @@ def test_malformed_ids_are_refused_before_any_service_is_asked():
     """Exit 2 naming the rule, at once (no broker wait): the id is hostile input."""
     out = _cli("reprocess", "-p", "someproject", "--document-id", "../etc/passwd", "--no-wait", check=False)
     assert out.returncode == 2 and "must match" in out.stderr, (out.returncode, out.stderr[-500:])
+
+
+def _reprocess_listed_before_the_delete(stack, project: str, deleted: str) -> list:
+    """The race: a document listed live, deleted before its turn.  ``reprocess`` with a
+    listing taken as if before the delete must send nothing for it (the ledger refuses
+    a version of a deleted document under its lock) and register no version."""
+    from unittest import mock
+
+    from adapters.metadata import Metadata
+    from adapters.object_store import ObjectStore
+    from streams import reprocess as rp
+    from streams.kafka_io import producer
+
+    async def go() -> list:
+        async with Metadata(stack.pg_dsn) as md, ObjectStore(stack) as objects, \
+                producer(stack.kafka_bootstrap) as prod:
+            row = await md.pool.fetchrow(
+                "SELECT document_id, version, category, filename, sha256, size, raw_key, callback_url,"
+                " content_type FROM document_versions WHERE document_id = $1", f"{project}.{deleted}")
+
+            async def stale(*_a, **_k):
+                return [dict(row)]
+
+            with mock.patch.object(rp, "live_versions", stale):
+                sent = await rp.reprocess(project, store=objects, metadata=md, producer=prod)
+            versions = await md.pool.fetchval(
+                "SELECT count(*) FROM document_versions WHERE document_id = $1", f"{project}.{deleted}")
+            assert versions == 1
+            return sent
+
+    return run(go())
