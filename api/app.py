@@ -14,12 +14,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, Gauge, Histogram, generate_la
 from adapters.document_keys import DocumentKeys
 from api.auth import get_state, require_project
 from api.document_metadata import router as document_metadata_router
-from api.reprocess import router as reprocess_router
 from api.documents import router as documents_router
 from api.errors import install_error_handlers
 from api.lag import stage_lag
 from api.readiness import ReadinessCache, readiness  # noqa: F401 (readiness: re-exported)
 from api.projects import router as projects_router
+from api.reprocess import router as reprocess_router
 from api.search import router as search_router
 from api.sse import event_stream
 from api.state import ApiState

@@ -3,8 +3,8 @@
 A metadata change is a new version of the same bytes (``Metadata.register_version``:
 different metadata, same sha256 → version n+1), queued like any upload: its raw
 object is a server-side copy of the latest version's (api/same_bytes.py), so no
-bytes pass through the API, and its chunks' vectors all come from the embedding cache (same texts, same
-model: adapters/embedding_cache.py), so nothing is embedded again.  Search keeps
+bytes pass through the API, and its chunks' vectors all come from the embedding cache
+(same texts, same model: adapters/embedding_cache.py), so nothing is embedded again.  Search keeps
 answering from version n until n+1 is COMPLETED, then shows the new metadata.
 
 Errors: 401, 404 (no such document in the key's project, or it was deleted), 409

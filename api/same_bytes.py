@@ -3,9 +3,10 @@
 /v1/documents/{id}/reprocess`` (api/reprocess.py).
 
 The raw object of the latest version is copied server-side to the new version's raw
-key (``ObjectStore.copy``: no bytes pass through the API), the version is registered
-and queued like an upload (``streams.ingest.queue_version``), and its QUEUED row is
-projected at once so the answer's status is current.
+key and the version is registered and queued like an upload
+(``streams.reprocess.queue_from_latest``, which ``ragstream reprocess`` uses too: no
+bytes pass through the API); its QUEUED row is projected at once so the answer's
+status is current.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from adapters.metadata import DocumentGone
 from api.documents import UploadAccepted, owned_document, status_url
 from api.state import ApiState
 from schemas import DocumentStatus, status_event
-from streams.ingest import queue_version
+from streams.reprocess import queue_from_latest
 
 
 async def queue_same_bytes(state: ApiState, document_id: str, project: str, *,
@@ -36,19 +37,10 @@ async def queue_same_bytes(state: ApiState, document_id: str, project: str, *,
         raise HTTPException(404, "document not found")
     if not allow_failed and row["status"] == DocumentStatus.FAILED.value and row["version"] == latest["version"]:
         raise HTTPException(409, "the document's latest version failed: upload the file again")
-    store, source_key = state.store, latest["raw_key"]
-
-    async def put_raw(raw_key: str) -> None:
-        await store.copy(source_key, raw_key)
-
     try:
-        result = await queue_version(
-            project=project, category=latest["category"], filename=latest["filename"],
-            sha256=latest["sha256"], size=latest["size"],
-            content_type=latest.get("content_type") or "application/octet-stream", store=store,
-            metadata=state.metadata, producer=state.producer, put_raw=put_raw, document_id=document_id,
-            callback_url=row.get("callback_url"), user_metadata=user_metadata, require_live=True,
-            new_version=new_version)
+        result = await queue_from_latest(project, latest, store=state.store, metadata=state.metadata,
+                                         producer=state.producer, callback_url=row.get("callback_url"),
+                                         user_metadata=user_metadata, new_version=new_version)
     except DocumentGone:  # a delete got there first (checked under the registry's lock)
         raise HTTPException(404, "document not found") from None
     if result.queued:

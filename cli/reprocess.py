@@ -48,7 +48,7 @@ def register(app: typer.Typer, console: Console) -> None:
                 console.print(f"queued  {r.document_id}  v{r.previous} -> v{r.version}", highlight=False)
             last: dict = {}
             if wait and sent:
-                wanted = {f"{project}.{r.document_id}": r.version for r in sent}
+                wanted = {scoped_id(project, r.document_id): r.version for r in sent}
                 try:
                     await follow_until_terminal(wanted, console, timeout, settings=settings, last=last)
                 except asyncio.TimeoutError:
@@ -64,7 +64,7 @@ def register(app: typer.Typer, console: Console) -> None:
         if as_json:
             typer.echo(json.dumps({"project": project, "timed_out": timed_out, "reprocessed": [
                 {"document_id": r.document_id, "previous": r.previous, "version": r.version,
-                 "status": statuses.get(f"{project}.{r.document_id}")} for r in sent]}))
+                 "status": statuses.get(scoped_id(project, r.document_id))} for r in sent]}))
         else:
             console.print(f"{len(sent)} document(s) sent again"
                           + (f"; {sum(s == 'COMPLETED' for s in statuses.values())} completed, "

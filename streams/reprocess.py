@@ -28,7 +28,7 @@ asyncpg's and the broker's errors.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from adapters.metadata import DocumentGone, Metadata
 from adapters.object_store import ObjectStore
@@ -80,17 +80,35 @@ async def reprocess(project: str, *, store: ObjectStore, metadata: Metadata, pro
     always wins, as for a metadata update)."""
     sent: list[Reprocessed] = []
     for row in await live_versions(metadata, project, document_ids):
-        async def put_raw(key: str, src: str = row["raw_key"]) -> None:
-            await store.copy(src, key)
-
         try:
-            result: IngestResult = await queue_version(
-                project=project, category=row["category"], filename=row["filename"], sha256=row["sha256"],
-                size=row["size"], content_type=row["content_type"] or "application/octet-stream",
-                store=store, metadata=metadata, producer=producer, put_raw=put_raw,
-                document_id=local_id(project, row["document_id"]), callback_url=row["callback_url"],
-                new_version=True, require_live=True)
+            result = await queue_from_latest(project, row, store=store, metadata=metadata,
+                                             producer=producer, callback_url=row["callback_url"],
+                                             new_version=True)
         except DocumentGone:  # deleted since it was listed: a delete always wins
             continue
         sent.append(Reprocessed(local_id(project, row["document_id"]), row["version"], result.version))
     return sent
+
+
+async def queue_from_latest(project: str, latest: Mapping[str, Any], *, store: ObjectStore,
+                            metadata: Metadata, producer, callback_url: Optional[str],
+                            user_metadata: Optional[dict] = None,
+                            new_version: bool = False) -> IngestResult:
+    """Register and queue a version of a document from the bytes of its ``latest``
+    version (a ``document_versions`` row: document_id (scoped), category, filename,
+    sha256, size, raw_key, content_type): the raw object is copied server-side to the
+    new version's key.  With ``user_metadata`` a new version only when it differs
+    from the latest's (``queued=False`` otherwise); with ``new_version`` always.
+    Shared by ``ragstream reprocess``, ``POST /v1/documents/{id}/reprocess`` and
+    ``PUT /v1/documents/{id}/metadata`` (api/same_bytes.py).  Raises DocumentGone when
+    a delete covers the latest version (checked under the ledger's lock)."""
+    async def put_raw(key: str) -> None:
+        await store.copy(latest["raw_key"], key)
+
+    return await queue_version(
+        project=project, category=latest["category"], filename=latest["filename"],
+        sha256=latest["sha256"], size=latest["size"],
+        content_type=latest.get("content_type") or "application/octet-stream", store=store,
+        metadata=metadata, producer=producer, put_raw=put_raw,
+        document_id=local_id(project, latest["document_id"]), callback_url=callback_url,
+        user_metadata=user_metadata, require_live=True, new_version=new_version)
