@@ -96,12 +96,10 @@ def _reprocess_listed_before_the_delete(stack, project: str, deleted: str) -> li
     async def go() -> list:
         async with Metadata(stack.pg_dsn) as md, ObjectStore(stack) as objects, \
                 producer(stack.kafka_bootstrap) as prod:
-            row = await md.pool.fetchrow(
-                "SELECT document_id, version, category, filename, sha256, size, raw_key, callback_url,"
-                " content_type FROM document_versions WHERE document_id = $1", f"{project}.{deleted}")
+            row = await md.latest_version(f"{project}.{deleted}")
 
             async def stale(*_a, **_k):
-                return [dict(row)]
+                return [row]
 
             with mock.patch.object(rp, "live_versions", stale):
                 sent = await rp.reprocess(project, store=objects, metadata=md, producer=prod)
