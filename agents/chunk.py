@@ -26,6 +26,7 @@ from stages.errors import EmptyDocument, error_with_code
 from stages.image_chunks import image_chunks
 from stages.limits import check_count
 from topics import ELEMENTS
+from topics.lanes import lane_partition
 
 STAGE = "chunk"
 CHUNK_TIMEOUT_S = 600.0
@@ -91,8 +92,10 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
                       "filename": ready.filename, "pages": pages, "parts": ready.parts,
                       "chunks": [r.asdict() for r in records]}),
         "application/json", bucket=ready.bucket)
+    partition = lane_partition(ready.document_id, total, await ctx.partition_count(ctx.topics.chunks),
+                               ctx.settings.fair_small_document_chunks)
     for record in records:
-        await ctx.topics.chunks.send(key=ready.document_id, value=record)
+        await ctx.topics.chunks.send(key=ready.document_id, partition=partition, value=record)
     await ctx.delivered()  # the chunks are stored before the step's marker
     await ledger.mark_step(ready.document_id, ready.version, STAGE)
 

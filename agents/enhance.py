@@ -29,6 +29,7 @@ from schemas import Chunk, DocumentStatus
 from stages.enhance import cut_words, document_header, embed_text_for, vlm_kind, with_header, with_summary
 from stages.tokens import count_word_pieces
 from topics import CHUNKS
+from topics.lanes import lane_partition
 
 STAGE = "enhance"
 log = logging.getLogger(__name__)
@@ -95,7 +96,10 @@ async def enhance_one(ctx: StageContext, chunk: Chunk) -> None:
     enhanced = enhanced.derive(embed_text=with_header(
         document_header(chunk.filename), enhanced.embed_text, ctx.settings.embedder_max_tokens,
         count_word_pieces))
-    await ctx.topics.enhanced.send(key=chunk.document_id, value=enhanced)
+    partition = lane_partition(chunk.document_id, chunk.total,
+                               await ctx.partition_count(ctx.topics.enhanced),
+                               ctx.settings.fair_small_document_chunks)
+    await ctx.topics.enhanced.send(key=chunk.document_id, partition=partition, value=enhanced)
 
 
 async def enhance_batch(ctx: StageContext, chunks: Sequence[Chunk]) -> None:

@@ -86,6 +86,26 @@ def scale(pages: int = typer.Option(300, help="pages in the generated PDF"),
     bench_scale(pages, workers, Console())
 
 
+@bench_app.command("fairness")
+def fairness(pages: int = typer.Option(400, min=1, help="pages of the big born-digital PDF"),
+             small: int = typer.Option(10, min=1, help="one-page documents uploaded one by one"),
+             timeout: float = typer.Option(300.0, help="seconds allowed to each small document"),
+             interval: float = typer.Option(5.0, min=0.0, help="seconds between two small uploads"),
+             start: str = typer.Option("EMBEDDING", help="the big document's status at the first small "
+                                       "upload: EMBEDDING or PARTITIONING"),
+             only_on: bool = typer.Option(False, "--only-on", help="skip the lanes-off baseline run")) -> None:
+    """Small documents uploaded while a big one's chunks are embedded, with and without
+    size lanes; last line small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=… ."""
+    from bench.fairness import bench_fairness
+
+    if start not in ("EMBEDDING", "PARTITIONING"):
+        typer.echo(f"error: --start must be EMBEDDING or PARTITIONING, not {start!r}", err=True)
+        raise typer.Exit(code=2)
+    modes = ("lanes on",) if only_on else ("lanes off", "lanes on")
+    bench_fairness(pages, small, Console(width=160), per_doc_timeout_s=timeout, modes=modes,
+                   interval_s=interval, start_at=start)
+
+
 @bench_app.command("long-docx")
 def long_docx(pages: int = typer.Option(800, help="pages in the generated DOCX"),
               workers: int = typer.Option(2, help="parse processes at once (partition workers)"),

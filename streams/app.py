@@ -15,7 +15,7 @@ from typing import Sequence
 import faust
 
 import schemas  # noqa: F401  (registers the orjson codec)
-from streams import broker_quirks, commit_order, kafka_auth
+from streams import broker_quirks, commit_order, fair_fetch, kafka_auth
 from streams.settings import Settings, get_settings
 
 # ``projection`` writes the status changelog into PostgreSQL (it was ``project``,
@@ -42,6 +42,21 @@ def app_id(stage: str) -> str:
     return GROUP_PREFIX + stage
 
 
+def stage_fetch_settings(stage: str, settings: Settings) -> dict:
+    """Faust consumer settings of one stage: the embed stage fetches at most
+    ``embed_fetch_max_bytes`` per partition per request and buffers at most
+    ``embed_stream_buffer`` events (Faust's defaults, 1 MiB and 4096 events, queue
+    thousands of a big document's chunks ahead of a small one's: topics/lanes.py) and
+    takes at most ``embed_poll_records`` records per poll, the partitions in turn
+    (streams/fair_fetch.py; the embedded broker ignores the byte limit, quirk 12);
+    other stages keep Faust's defaults."""
+    if stage != "embed":
+        return {}
+    return {"consumer_max_fetch_size": settings.embed_fetch_max_bytes,
+            "broker_max_poll_records": settings.embed_poll_records,
+            "stream_buffer_maxsize": settings.embed_stream_buffer}
+
+
 def create_app(stage: str, settings: Settings | None = None) -> faust.App:
     """A Faust app running the agent of one ``stage`` (see agents/)."""
     settings = settings or get_settings()
@@ -62,11 +77,13 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
         consumer_auto_offset_reset="earliest",
         broker_credentials=kafka_auth.faust_credentials(settings),
         **broker_quirks.faust_settings(settings),
+        **stage_fetch_settings(stage, settings),
     )
     broker_quirks.tolerate_commit_outages(app)  # quirk 8: a commit during an S3 outage
     broker_quirks.keep_membership_on_close()  # quirk 9: no LeaveGroup (it can strand the group)
     broker_quirks.keep_topics_through_outages()  # quirk 11: topics vanish from metadata in an S3 outage
     commit_order.install()  # faust commits past an unfinished event under concurrency
+    fair_fetch.rotate_partially_drained()  # polls take partitions in turn (size lanes)
     from agents import register  # imported late: agents import this module's names
 
     register(app, stage, settings)

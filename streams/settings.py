@@ -163,6 +163,17 @@ class Settings(BaseSettings):
     enhance_batch_within_s: float = 0.2
     embed_max_batch: int = 64
     embed_batch_within_s: float = 0.2
+    # size lanes (topics/lanes.py): a document of at most this many chunks sends them
+    # to the small half of the chunk topics' partitions; 0 turns lanes off
+    fair_small_document_chunks: int = 64
+    # the embed app fetches at most this many bytes per partition per request and
+    # buffers at most this many events (Faust's defaults: 1 MiB and 4096), so a small
+    # document's chunks are not queued behind thousands of a big one's (issue 26)
+    embed_fetch_max_bytes: int = 128 * 1024
+    embed_stream_buffer: int = 128
+    # records per poll of the embed app; partitions take turns poll by poll
+    # (streams/fair_fetch.py: the embedded broker ignores the byte limit, quirk 12)
+    embed_poll_records: int = 64
     index_max_batch: int = 256
     index_batch_within_s: float = 0.5
     # seconds between Milvus flushes of a project's new rows (agents/index.py

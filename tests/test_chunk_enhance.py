@@ -78,14 +78,21 @@ def _enhance_ctx():
     sent = []
 
     class Topic:
-        async def send(self, key, value):
+        async def send(self, key, value, partition=None):
             sent.append(value)
+            partitions.append(partition)
 
     async def emit(*a, **kw):
         return None
 
-    ctx = SimpleNamespace(settings=SimpleNamespace(vlm_base_url="", embedder_max_tokens=256),
-                          topics=SimpleNamespace(enhanced=Topic()), emit=emit)
+    async def partition_count(topic):
+        return 4
+
+    partitions: list = []
+    ctx = SimpleNamespace(settings=SimpleNamespace(vlm_base_url="", embedder_max_tokens=256,
+                                                   fair_small_document_chunks=64),
+                          topics=SimpleNamespace(enhanced=Topic()), emit=emit,
+                          partition_count=partition_count, partitions=partitions)
     return ctx, sent
 
 
@@ -119,4 +126,6 @@ def test_enhance_batch_sends_every_chunk_in_order():
                     element_types=["NarrativeText"]) for i in range(3)]
     asyncio.run(agent.enhance_batch(ctx, chunks))
     assert [c.chunk_id for c in sent] == ["d:1:0", "d:1:1", "d:1:2"]
+    # a 3-chunk document: every chunk on one partition of the small lane (topics/lanes.py)
+    assert len(set(ctx.partitions)) == 1 and ctx.partitions[0] in (0, 1)
     assert all(c.embed_text.endswith(f"text {i}") for i, c in enumerate(sent))

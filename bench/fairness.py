@@ -1,0 +1,247 @@
+"""``ragstream bench fairness``: do small documents wait behind a big one?
+
+One run per mode, each on the running embedded stack with one fresh ``ragstream
+worker`` (all stages, default settings but the mode's):
+
+* ``lanes off``: the chunk topics keyed by document id alone and Faust's consumer
+  defaults for the embed app (1 MiB fetched per partition, 4096 events buffered) — the
+  behaviour before size lanes;
+* ``lanes on``: the defaults (topics/lanes.py: small documents' chunks on partitions
+  of their own; the embed app fetching 128 KiB per partition and buffering 128 events).
+
+In each run a big born-digital PDF (``pages`` pages of dense prose, thousands of
+chunks) is uploaded; once it reaches ``start_at`` (EMBEDDING: its chunks are being
+embedded; PARTITIONING: its page ranges are being parsed), ``small`` one-page text
+documents are uploaded one by one, ``interval_s`` apart.  Each small document's latency is
+upload → COMPLETED (status event times, seconds); its wait for the embed stage is
+ENHANCING → EMBEDDING.  Then the big document is deleted (its remaining events are
+skipped) and the worker stopped.  Every document's text is salted per run, so no
+embedding comes from the embedding cache.
+
+Last line: ``small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=<on>
+embed_wait_p95_off_s=<off>``.  Both modes run in the same invocation on the same
+machine (the baseline); a 400-page scan and the cross-project backlog of issue 26
+are not part of this run (the partition stage has no lanes yet).
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+import statistics
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from rich.console import Console
+
+_README = Path(__file__).resolve().parents[1] / "README.md"
+
+#: environment of the "lanes off" worker: no lanes, Faust's consumer defaults
+LANES_OFF = {"RAGSTREAM_FAIR_SMALL_DOCUMENT_CHUNKS": "0",
+             "RAGSTREAM_EMBED_FETCH_MAX_BYTES": str(1024 * 1024),
+             "RAGSTREAM_EMBED_STREAM_BUFFER": "4096",
+             "RAGSTREAM_EMBED_POLL_RECORDS": "100000"}
+
+
+@dataclass
+class SmallDoc:
+    """One small document's times, seconds after its upload (None: not reached)."""
+
+    name: str
+    completed_s: Optional[float] = None
+    enhancing_s: Optional[float] = None
+    embedding_s: Optional[float] = None
+
+    @property
+    def embed_wait_s(self) -> Optional[float]:
+        """ENHANCING → EMBEDDING: how long its chunks waited for the embed stage."""
+        if self.enhancing_s is None or self.embedding_s is None:
+            return None
+        return self.embedding_s - self.enhancing_s
+
+
+@dataclass
+class FairnessRun:
+    """One mode's run: the big document's chunks and each small document's times."""
+
+    mode: str
+    big_chunks: int = 0
+    big_status_at_end: str = ""
+    small: list[SmallDoc] = field(default_factory=list)
+
+    def p95(self, values: list[Optional[float]], timeout_s: float) -> float:
+        """95th percentile (nearest rank) of ``values``, a missing one counted as
+        ``timeout_s``."""
+        vals = sorted(v if v is not None else timeout_s for v in values)
+        return vals[max(0, -(-95 * len(vals) // 100) - 1)] if vals else 0.0
+
+
+def _words(seed: str) -> tuple[random.Random, list[str]]:
+    vocab = re.findall(r"[A-Za-z][A-Za-z'-]{2,}", _README.read_text(encoding="utf-8"))
+    return random.Random(seed), vocab
+
+
+def dense_pdf(path: Path, pages: int, salt: str) -> Path:
+    """A born-digital PDF of ``pages`` A4 pages, each a heading and five paragraphs of
+    ~90 words drawn (seeded by ``salt``) from the README's vocabulary: several chunks
+    per page, text unique to ``salt``."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.lib.styles import getSampleStyleSheet
+    from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate
+
+    rng, vocab = _words(salt)
+    styles = getSampleStyleSheet()
+    story = []
+    for n in range(1, pages + 1):
+        story.append(Paragraph(f"Part {n} ({salt})", styles["Heading1"]))
+        for k in range(5):
+            story.append(Paragraph(f"Paragraph {n}.{k}: " + " ".join(rng.choices(vocab, k=90)),
+                                   styles["BodyText"]))
+        story.append(PageBreak())
+    SimpleDocTemplate(str(path), pagesize=A4, invariant=1).build(story)
+    return path
+
+
+def small_docs(folder: Path, n: int, salt: str) -> list[Path]:
+    """``n`` one-page text documents (~300 words each), text unique to ``salt``."""
+    rng, vocab = _words(salt + "-small")
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        body = "\n\n".join(f"Note {i}.{k} ({salt}): " + " ".join(rng.choices(vocab, k=60))
+                           for k in range(5))
+        path = folder / f"note-{i:02d}.txt"
+        path.write_text(body + "\n", encoding="utf-8")
+        out.append(path)
+    return out
+
+
+class StatusTimes:
+    """First time each ``(document_id, status)`` was seen on the changelog (event
+    time, Unix seconds), collected by a background task."""
+
+    def __init__(self, settings) -> None:
+        self.settings, self.first = settings, {}
+        self.last: dict[str, object] = {}
+        self._task: Optional[asyncio.Task] = None
+
+    async def _run(self) -> None:
+        from streams.kafka_io import tail_status
+
+        async for ev in tail_status(self.settings.kafka_bootstrap, from_beginning=False):
+            self.first.setdefault((ev.document_id, ev.status), ev.at)
+            self.last[ev.document_id] = ev
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def wait_for(self, document_id: str, statuses: set[str], timeout_s: float) -> Optional[str]:
+        """The first of ``statuses`` the document reaches within ``timeout_s``, else None."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            for s in statuses:
+                if (document_id, s) in self.first:
+                    return s
+            await asyncio.sleep(0.1)
+        return None
+
+
+async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console: Console,
+                    per_doc_timeout_s: float, interval_s: float, start_at: str) -> FairnessRun:
+    from cli.progress import uploader
+    from streams.ingest import delete_document, ingest_file
+
+    run = FairnessRun(mode)
+    project = f"fair{mode.replace(' ', '')}{uuid.uuid4().hex[:6]}"
+    times = StatusTimes(settings)
+    times.start()
+    await asyncio.sleep(2)  # the tail is assigned before the first upload
+    terminal = {"COMPLETED", "FAILED", "DELETED"}
+    async with uploader(settings) as (store, metadata, prod):
+        res = await ingest_file(big, project=project, category="default", store=store,
+                                metadata=metadata, producer=prod)
+        reached = await times.wait_for(res.document_id, {start_at} | terminal, 1200)
+        ev = times.last.get(res.document_id)
+        run.big_chunks = getattr(ev, "chunks_total", 0) if ev else 0
+        console.print(f"  ({mode}) big document: {reached or f'no {start_at} in 1200 s'}; "
+                      f"small documents every {interval_s:g} s")
+        uploads = []
+        for i, path in enumerate(smalls):
+            if i:
+                await asyncio.sleep(interval_s)
+            uploads.append((path, time.time(), await ingest_file(
+                path, project=project, category="default", store=store, metadata=metadata,
+                producer=prod)))
+        for path, t0, r in uploads:
+            await times.wait_for(r.document_id, terminal, max(1.0, t0 + per_doc_timeout_s - time.time()))
+            doc = SmallDoc(path.name)
+
+            def after(status: str) -> Optional[float]:
+                at = times.first.get((r.document_id, status))
+                return round(at - t0, 2) if at is not None else None
+
+            doc.completed_s, doc.enhancing_s, doc.embedding_s = \
+                after("COMPLETED"), after("ENHANCING"), after("EMBEDDING")
+            run.small.append(doc)
+            wait = f"{doc.embed_wait_s:.1f} s" if doc.embed_wait_s is not None else "-"
+            console.print(f"  ({mode}) {path.name}: COMPLETED after {doc.completed_s} s, embed wait {wait}")
+        ev = times.last.get(res.document_id)
+        run.big_chunks = getattr(ev, "chunks_total", 0) or run.big_chunks
+        run.big_status_at_end = getattr(ev, "status", "") if ev else ""
+        local = res.document_id.split(".", 1)[1]
+        await delete_document(project=project, document_id=local, bucket=store.bucket,
+                              producer=prod, metadata=metadata)
+        await times.wait_for(res.document_id, {"DELETED"}, 600)
+    await times.stop()
+    return run
+
+
+def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: float = 300.0,
+                   modes: tuple[str, ...] = ("lanes off", "lanes on"), interval_s: float = 5.0,
+                   start_at: str = "EMBEDDING") -> dict[str, FairnessRun]:
+    """Start the stack and run every mode (see the module docstring); prints each small
+    document's times and the summary line; returns the runs by mode."""
+    import devstack
+    from devstack.worker_process import start_worker, stop_worker
+    from streams.settings import get_settings
+    from topics.admin import ensure_topics
+
+    settings = get_settings()
+    devstack.up(settings)
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
+    work = Path(tempfile.mkdtemp(prefix="ragstream-fairness-"))
+    runs: dict[str, FairnessRun] = {}
+    for mode in modes:
+        salt = uuid.uuid4().hex[:8]
+        big = dense_pdf(work / f"report-{salt}.pdf", pages, salt)
+        smalls = small_docs(work / salt, small, salt)
+        env = LANES_OFF if mode == "lanes off" else {}
+        worker = start_worker(settings.data_dir / "logs" / f"bench-fairness-{mode.replace(' ', '-')}.log",
+                              env=env)
+        try:
+            runs[mode] = asyncio.run(_run_mode(settings, mode, big, smalls, console, per_doc_timeout_s,
+                                               interval_s, start_at))
+        finally:
+            stop_worker(worker)
+    figures = {}
+    for mode, run in runs.items():
+        done = [d.completed_s for d in run.small]
+        waits = [d.embed_wait_s for d in run.small]
+        figures[mode] = (run.p95(done, per_doc_timeout_s), run.p95(waits, per_doc_timeout_s))
+        med = statistics.median(v if v is not None else per_doc_timeout_s for v in done) if done else 0
+        console.print(f"{mode}: big document {run.big_chunks} chunks ({run.big_status_at_end} when the "
+                      f"last small one ended); {len(done)} small documents, upload→COMPLETED "
+                      f"p50 {med:.1f} s p95 {figures[mode][0]:.1f} s; embed wait p95 {figures[mode][1]:.1f} s")
+    on, off = figures.get("lanes on", (0.0, 0.0)), figures.get("lanes off", (0.0, 0.0))
+    console.print(f"small_p95_s={on[0]:.1f} small_p95_off_s={off[0]:.1f} "
+                  f"embed_wait_p95_s={on[1]:.1f} embed_wait_p95_off_s={off[1]:.1f}")
+    return runs
