@@ -3,7 +3,7 @@
 A version is *stranded* when its upload event was sent (``queued_at`` set) but it
 has no outcome, no delete covers it, and nothing about it moved for a long time:
 its next record was lost before a stage read it.  The intermediate topics
-(``partition-tasks``, ``elements``, ``chunks``: topics/catalogue.py) keep records
+(``partition-tasks``, ``page-ranges``, ``elements``, ``chunks``: topics/catalogue.py) keep records
 for 7 days; a backlog older than that loses its oldest records to retention, and a
 consumer group whose offset fell off the log restarts at the earliest record left
 (``auto_offset_reset=earliest``), so the versions whose records were deleted stay at

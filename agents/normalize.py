@@ -1,4 +1,4 @@
-"""normalize stage: ``uploads`` → ``partition-tasks``.
+"""normalize stage: ``uploads`` → ``partition-tasks`` (whole documents) or ``page-ranges``.
 
 Detects the real type by content, converts when the category profile asks, and
 hands partition a claim check (bucket/key) to the file to parse.  Delete requests
@@ -35,9 +35,10 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
 
     A PDF longer than the profile's ``max_pages_per_task`` becomes one task per page
     range (``part``/``parts``), and a longer document of another format one task per
-    range of units of that much text (``stages.document_parts``), spread over the
-    partitions of ``partition-tasks`` (the count read from the broker's metadata), so
-    several partition workers share it.
+    range of units of that much text (``stages.document_parts``), sent to
+    ``page-ranges`` and spread over its partitions (the count read from the broker's
+    metadata), so several partition workers share it; a document in one piece goes to
+    ``partition-tasks``.
     """
     if event.action == DELETE:
         await delete_one(ctx, event)
@@ -57,12 +58,15 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     if result.reason:  # e.g. "DOCX converted to PDF", "split into 28 parts of ..."
         log.info("normalize: %s v%s: %s", event.document_id, event.version, result.reason)
     ranges = result.page_ranges if len(result.page_ranges) > 1 else [(0, 0)]
-    partitions = await ctx.partition_count(ctx.topics.partition_tasks) if len(ranges) > 1 else 1
+    # page ranges have a topic of their own (a lane apart from whole documents) and go
+    # round-robin over its partitions, so every partition worker gets some; a whole
+    # document's single task follows its key (the document id)
+    split = len(ranges) > 1 and ctx.settings.page_range_lane
+    topic = ctx.topics.page_ranges if split else ctx.topics.partition_tasks
+    partitions = await ctx.partition_count(topic) if len(ranges) > 1 else 1
     for part, (start, end) in enumerate(ranges):
-        # page ranges go round-robin over the topic's partitions, so every partition
-        # worker gets some; a single task follows its key (the document id)
         partition = task_partition(event.document_id, part, partitions) if len(ranges) > 1 else None
-        await ctx.topics.partition_tasks.send(key=event.document_id, partition=partition, value=PartitionTask(
+        await topic.send(key=event.document_id, partition=partition, value=PartitionTask(
             document_id=event.document_id, version=event.version, project=event.project,
             category=event.category, filename=event.filename, bucket=event.bucket,
             callback_url=event.callback_url, key=key, filetype=result.filetype,
@@ -71,7 +75,7 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
 
 
 def task_partition(document_id: str, part: int, partitions: int) -> int:
-    """The ``partition-tasks`` partition of page range ``part`` (0-based) of a split
+    """The ``page-ranges`` partition of page range ``part`` (0-based) of a split
     document: round-robin over the ``partitions`` partitions, starting from one that
     the document id picks (CRC-32, the same on every worker and every redelivery), so
     that split documents do not all start on partition 0 and pile their first ranges

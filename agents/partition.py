@@ -1,4 +1,5 @@
-"""partition stage: ``partition-tasks`` → ``elements``.
+"""partition stage: ``partition-tasks`` (whole documents) and ``page-ranges`` (parts of
+split ones, an agent of their own) → ``elements``.
 
 Parses the normalized file (or one page range of it) into unstructured elements in
 the process pool and stores them as JSON in object storage (claim check); the event
@@ -32,12 +33,12 @@ from adapters.object_keys import elements_key, image_key, object_uri
 from adapters.object_store import ObjectStore
 from adapters.profiles_store import load_profile
 from agents.context import StageContext
-from agents.runner import Stage
+from agents.runner import Stage, declare
 from schemas import DocumentStatus, ElementsReady, PartitionTask
 from stages.chunk import highest_page
 from stages.errors import EmptyDocument
 from stages.partition import partition_file
-from topics import PARTITION_TASKS
+from topics import PAGE_RANGES, PARTITION_TASKS
 
 STAGE = "partition"
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
@@ -130,16 +131,34 @@ async def send_elements(ctx: StageContext, task: PartitionTask, elements: list[d
 
 def pool_workers(settings) -> int:
     """Parse processes of a partition worker: one per task it works on at once
-    (``partition_concurrency``), at least ``stage_workers``."""
-    return max(settings.stage_workers, settings.partition_concurrency)
+    (``partition_concurrency`` whole documents + ``partition_range_concurrency`` page
+    ranges), at least ``stage_workers``."""
+    return max(settings.stage_workers,
+               settings.partition_concurrency + settings.partition_range_concurrency)
+
+
+def _step(task: PartitionTask) -> str:
+    return f"{STAGE}:{task.part}"
 
 
 def stage(ctx: StageContext) -> Stage:
-    """partition: ``partition_concurrency`` tasks at a time, each parsed in its own
-    pool process, so one worker uses that many cores and a small document does not
-    wait behind a long OCR parse."""
-    return Stage(STAGE, PARTITION_TASKS, partition_one, step=lambda t: f"{STAGE}:{t.part}",
+    """partition, whole documents (``partition-tasks``): ``partition_concurrency`` at
+    a time, each parsed in its own pool process."""
+    return Stage(STAGE, PARTITION_TASKS, partition_one, step=_step,
                  concurrency=ctx.settings.partition_concurrency, salvage=salvage_part)
+
+
+def ranges_stage(ctx: StageContext) -> Stage:
+    """partition, page ranges of split documents (``page-ranges``): a second agent of
+    the same consumer group with ``partition_range_concurrency`` slots of its own, so a
+    small document never waits for a slot behind a long PDF's or scan's ranges."""
+    return Stage(STAGE, PAGE_RANGES, partition_one, step=_step, lane="ranges",
+                 concurrency=ctx.settings.partition_range_concurrency, salvage=salvage_part)
+
+
+def extras(app, ctx: StageContext) -> None:
+    """Declare the page-range agent beside the whole-document one."""
+    declare(app, ctx, ranges_stage(ctx))
 
 
 #: parse processes fork from a server that has loaded the parsers (stages/preload_parsers.py)

@@ -75,6 +75,8 @@ class Stage:
     once every event before it is done); single-event stages only.
     ``salvage``: ``async (ctx, record, failure) -> bool``, asked before a permanent
     failure fails the version: True keeps it as a failed part (agents/partition.py).
+    ``lane``: names a second agent of the same stage on another topic (its Faust
+    agent is ``{name}-{lane}``; metrics, logs and ledger steps keep ``name``).
     """
 
     name: str
@@ -88,6 +90,12 @@ class Stage:
     step: Optional[Callable[[Any], str]] = None
     concurrency: int = 1
     salvage: Optional[Callable[[Any, Any, Any], Awaitable[bool]]] = None
+    lane: str = ""
+
+    @property
+    def agent_name(self) -> str:
+        """The Faust agent's name: ``name``, or ``{name}-{lane}`` for a lane agent."""
+        return f"{self.name}-{self.lane}" if self.lane else self.name
 
     def __post_init__(self) -> None:
         if self.concurrency < 1 or (self.batch and self.concurrency != 1):
@@ -107,14 +115,14 @@ def declare(app: faust.App, ctx: StageContext, stage: Stage) -> None:
     if stage.batch:
         size, within = stage.batch
 
-        @app.agent(raw, name=stage.name)
+        @app.agent(raw, name=stage.agent_name)
         async def batched(stream: faust.StreamT) -> None:
             async for events in stream.take_events(size, within=within):
                 items = [(e.key, e.value) for e in events]
                 with tracing.receiving((e.value, e.headers) for e in events):  # streams/tracing.py
                     await runner.contained(runner.handle_batch(items), items)
     else:
-        @app.agent(raw, name=stage.name, concurrency=stage.concurrency)
+        @app.agent(raw, name=stage.agent_name, concurrency=stage.concurrency)
         async def single(stream: faust.StreamT) -> None:
             async for event in stream.events():
                 item = (event.key, event.value)

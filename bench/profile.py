@@ -157,11 +157,13 @@ async def _timelines(settings, project: str, timeout_s: float = 60.0) -> dict[st
     """Every document of ``project`` with its status times and topic record times,
     read from the topics up to their end offsets (streams.kafka_io.read_topic)."""
     from streams.kafka_io import read_topic
-    from topics import CHUNKS, ELEMENTS, EMBEDDINGS, ENHANCED, PARTITION_TASKS, STATUS, UPLOADS
+    from topics import (CHUNKS, ELEMENTS, EMBEDDINGS, ENHANCED, PAGE_RANGES, PARTITION_TASKS, STATUS,
+                        UPLOADS)
 
     docs: dict[str, DocTimeline] = {}
-    for spec in (UPLOADS, PARTITION_TASKS, ELEMENTS, CHUNKS, ENHANCED, EMBEDDINGS, STATUS):
-        short = spec.name.removeprefix("ragstream.")
+    for spec in (UPLOADS, PARTITION_TASKS, PAGE_RANGES, ELEMENTS, CHUNKS, ENHANCED, EMBEDDINGS, STATUS):
+        # a split document's page ranges count as its partition tasks
+        short = "partition-tasks" if spec is PAGE_RANGES else spec.name.removeprefix("ragstream.")
         async for msg in read_topic(settings.kafka_bootstrap, spec.name, timeout_s=timeout_s):
             try:
                 rec = orjson.loads(msg.value) if msg.value else None
@@ -176,7 +178,7 @@ async def _timelines(settings, project: str, timeout_s: float = 60.0) -> dict[st
                 doc.status_at[rec["status"]] = min(at, doc.status_at.get(rec["status"], at))
                 continue
             doc.see(short, msg.timestamp / 1000.0)
-            if spec is PARTITION_TASKS:
+            if spec is PARTITION_TASKS or spec is PAGE_RANGES:
                 doc.filetype = rec.get("filetype", "")
             elif spec is ELEMENTS:
                 doc.elements_keys.append((rec.get("bucket", ""), rec["elements_key"]))

@@ -15,6 +15,7 @@ class BoundTopics:
 
     uploads: faust.TopicT
     partition_tasks: faust.TopicT
+    page_ranges: faust.TopicT
     elements: faust.TopicT
     chunks: faust.TopicT
     enhanced: faust.TopicT
@@ -36,6 +37,7 @@ def bind_topics(app: faust.App) -> BoundTopics:
         cached = BoundTopics(
             uploads=_bind(app, catalogue.UPLOADS),
             partition_tasks=_bind(app, catalogue.PARTITION_TASKS),
+            page_ranges=_bind(app, catalogue.PAGE_RANGES),
             elements=_bind(app, catalogue.ELEMENTS),
             chunks=_bind(app, catalogue.CHUNKS),
             enhanced=_bind(app, catalogue.ENHANCED),

@@ -2,7 +2,7 @@
 the workers' Prometheus gauges and the autoscaler all read it from here).
 
 For each stage, its consumer group ``ragstream-<stage>`` (streams/app.py) and the
-topic it consumes (topics/catalogue.py ``STAGE_TOPICS``), one row per partition:
+topics it consumes (topics/catalogue.py ``stage_sources``), one row per partition:
 
 * ``committed``: the offset the group committed (``None``: nothing committed; a new
   group starts at the earliest retained record, ``consumer_auto_offset_reset``);
@@ -31,7 +31,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from streams import broker_quirks
 from streams.app import GROUP_PREFIX, STAGES
-from topics import STAGE_TOPICS
+from topics import STAGE_TOPICS, stage_sources
 
 LEGACY_GROUP = "ragstream"  # the all-stages group of early deployments (/v1/stats reports it)
 
@@ -64,16 +64,16 @@ class PartitionLag:
 
 
 def stage_targets(stages: Iterable[str] = STAGES, legacy: bool = False) -> list[LagTarget]:
-    """The group and input topic of each stage that consumes a topic (every stage
-    today), in pipeline order; ``legacy`` adds the old all-stages group ``ragstream``."""
+    """The group and each input topic of every stage that consumes a topic (every stage
+    today; the partition stage two, ``topics.stage_sources``), in pipeline order; ``legacy`` adds the old all-stages group ``ragstream``."""
     out = []
     for stage in stages:
-        spec, _ = STAGE_TOPICS.get(stage, (None, None))
-        if spec is None:
+        if stage not in STAGE_TOPICS:
             continue
-        out.append(LagTarget(stage, GROUP_PREFIX + stage, spec.name))
-        if legacy:
-            out.append(LagTarget(stage, LEGACY_GROUP, spec.name))
+        for spec in stage_sources(stage):  # the partition stage reads two topics
+            out.append(LagTarget(stage, GROUP_PREFIX + stage, spec.name))
+            if legacy:
+                out.append(LagTarget(stage, LEGACY_GROUP, spec.name))
     return out
 
 

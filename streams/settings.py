@@ -191,6 +191,12 @@ class Settings(BaseSettings):
     # measured on, and lets a small document pass a long OCR parse.  Each parse
     # process can peak at 3.4 GiB (OCR, measured), so size it to memory too.
     partition_concurrency: int = 2
+    # page ranges of split documents at once per partition worker, an agent and pool
+    # slots of their own beside the partition_concurrency whole documents (issue 26)
+    partition_range_concurrency: int = 2
+    # false: normalize queues page ranges on partition-tasks with the whole documents,
+    # as before the lane (the partition stage reads both topics either way)
+    page_range_lane: bool = True
     # true: the partition stage's parse processes fork from a server that loaded the
     # parsers and models once, when the worker started (stages/preload_parsers.py,
     # about 3.6 s of one core), so no document pays for them and a replacement

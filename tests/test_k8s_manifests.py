@@ -18,12 +18,14 @@ Each validator is shown to reject a deliberately broken document.
 from __future__ import annotations
 
 import copy
+import importlib
 import json
 import re
 import socket
 import subprocess
 import sys
 import urllib.request
+from types import SimpleNamespace
 
 import jsonschema_rs
 import kubernetes_validate
@@ -33,7 +35,7 @@ import yaml
 from streams.app import STAGES, app_id
 from streams.settings import Settings
 from tests.conftest import ROOT
-from topics import STAGE_TOPICS
+from topics import ALL, stage_sources
 
 K8S = ROOT / "deploy" / "k8s"
 SCHEMAS = ROOT / "deploy" / "schemas"
@@ -210,7 +212,7 @@ def test_every_ragstream_variable_is_a_real_setting():
 
 
 def _partitions(topic_name: str) -> int:
-    spec = next(s for s, _ in STAGE_TOPICS.values() if s.name == topic_name)
+    spec = next(s for s in ALL if s.name == topic_name)
     return spec.partitions or int(_config()["RAGSTREAM_TOPIC_PARTITIONS"])
 
 
@@ -223,19 +225,20 @@ def test_keda_scales_each_stage_on_its_consumer_group_lag_within_its_partitions(
         spec = so["spec"]
         assert spec["scaleTargetRef"]["name"] in deployments
         assert "replicas" not in deployments[spec["scaleTargetRef"]["name"]]["spec"], "KEDA owns replicas"
-        (trigger,) = spec["triggers"]
-        meta = trigger["metadata"]
-        assert trigger["type"] == "kafka"
-        # KEDA resolves the address in its own namespace, from the target's environment
-        assert "bootstrapServers" not in meta
-        assert meta["bootstrapServersFromEnv"] == "RAGSTREAM_KAFKA_BOOTSTRAP"
-        assert trigger["authenticationRef"]["name"] in _objects("TriggerAuthentication")
         assert spec["minReplicaCount"] <= spec["fallback"]["replicas"] <= spec["maxReplicaCount"], name
-        assert meta["consumerGroup"] == app_id(stage)
-        assert meta["topic"] == STAGE_TOPICS[stage][0].name
-        assert int(meta["lagThreshold"]) > 0
-        assert meta["offsetResetPolicy"] == "earliest"  # the workers' auto_offset_reset
-        assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] <= _partitions(meta["topic"]), name
+        # one trigger per topic the stage consumes (the partition stage: two)
+        assert [t["metadata"]["topic"] for t in spec["triggers"]] == [s.name for s in stage_sources(stage)]
+        for trigger in spec["triggers"]:
+            meta = trigger["metadata"]
+            assert trigger["type"] == "kafka"
+            # KEDA resolves the address in its own namespace, from the target's environment
+            assert "bootstrapServers" not in meta
+            assert meta["bootstrapServersFromEnv"] == "RAGSTREAM_KAFKA_BOOTSTRAP"
+            assert trigger["authenticationRef"]["name"] in _objects("TriggerAuthentication")
+            assert meta["consumerGroup"] == app_id(stage)
+            assert int(meta["lagThreshold"]) > 0
+            assert meta["offsetResetPolicy"] == "earliest"  # the workers' auto_offset_reset
+            assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"] <= _partitions(meta["topic"]), name
 
 
 def test_every_deployment_has_a_disruption_budget_that_lets_a_drain_finish():
@@ -515,7 +518,13 @@ def test_pool_stage_pods_hold_their_parse_processes_at_their_cap():
         (c,) = _objects("Deployment")[f"ragstream-{stage}"]["spec"]["template"]["spec"]["containers"]
         env = {**_config(), **{e["name"]: e["value"] for e in c.get("env", []) if "value" in e}}
         cap = int(env.get("RAGSTREAM_PARSE_MEMORY_MB", defaults["parse_memory_mb"]))
-        workers = int(env.get("RAGSTREAM_STAGE_WORKERS", defaults["stage_workers"]))
+        # the pool's size as the stage module computes it (agents/partition.pool_workers:
+        # whole documents + page ranges at once), else stage_workers
+        values = SimpleNamespace(**{name: type(default)(env.get(f"RAGSTREAM_{name.upper()}", default))
+                                    for name, default in defaults.items()
+                                    if isinstance(default, int) and not isinstance(default, bool)})
+        sizing = getattr(importlib.import_module(f"agents.{stage}"), "pool_workers", None)
+        workers = sizing(values) if sizing else values.stage_workers
         assert cap > 0, stage  # 0 = no cap: nothing would stop a parse before the pod's limit
         limit = _mebibytes(c["resources"]["limits"]["memory"])
         assert limit >= workers * cap + baseline, (stage, limit, workers, cap, baseline)

@@ -1,7 +1,7 @@
 """Records, sequences and ids: the contracts between stages."""
 from schemas import Chunk, DocumentStatus, StatusEvent, chunk_id, sequence, status_event
 from streams.app import app_id, UnknownStage, STAGES
-from topics import ALL, STAGE_TOPICS, STATUS
+from topics import ALL, STAGE_TOPICS, STATUS, stage_sources
 import pytest
 
 
@@ -60,4 +60,5 @@ def test_each_agent_consumes_the_topic_the_catalogue_names(tmp_path):
     for stage in STAGES:
         app = create_app(stage, settings)
         sources = {t for agent in app.agents.values() for t in agent.channel.topics}
-        assert sources == {STAGE_TOPICS[stage][0].name}, stage
+        assert sources == {spec.name for spec in stage_sources(stage)}, stage
+        assert stage_sources(stage)[0] is STAGE_TOPICS[stage][0]

@@ -4,15 +4,17 @@ which stage consumes and produces each (``STAGE_TOPICS``).
 Nothing else in ragstream spells a topic name.  Read top to bottom, the catalogue is
 the pipeline::
 
-    uploads ─normalize→ partition-tasks ─partition→ elements ─chunk→ chunks
+    uploads ─normalize→ partition-tasks, page-ranges ─partition→ elements ─chunk→ chunks
       ─enhance→ enhanced-chunks ─embed→ embeddings ─index→ (Milvus)
     every stage ─→ status (compacted changelog) ─→ projection (PostgreSQL, dashboards), notify (callbacks)
     permanent failures ─→ dead-letters
 
 All topics are keyed by document id, so one document's events stay in order on one
-partition and a Faust table keyed by document id is co-partitioned with them.  One
-exception: the page-range tasks of a split PDF go round-robin over the partitions of
-``partition-tasks`` so that several partition workers share the document.
+partition.  Exceptions: the page-range tasks of a split document go to ``page-ranges``
+(a lane apart from whole documents, read by a second agent of the partition stage),
+round-robin over its partitions so that several partition workers share the document;
+and a document's chunks go to the small or the bulk half of ``chunks`` and
+``enhanced-chunks`` by its size (topics/lanes.py), one partition per document.
 """
 from __future__ import annotations
 
@@ -59,7 +61,11 @@ class TopicSpec:
 UPLOADS = TopicSpec("ragstream.uploads", UploadEvent,
                     "upload and delete requests (claim checks to raw objects)", retention_ms=-1)
 PARTITION_TASKS = TopicSpec("ragstream.partition-tasks", PartitionTask,
-                            "normalized files (or page ranges) to partition")
+                            "normalized files (whole documents) to partition")
+# a lane of their own, read by a second agent of the partition stage with its own
+# concurrency: a whole small document never queues behind a long PDF's ranges
+PAGE_RANGES = TopicSpec("ragstream.page-ranges", PartitionTask,
+                        "page ranges (parts) of split documents to partition")
 ELEMENTS = TopicSpec("ragstream.elements", ElementsReady,
                      "partitioned elements stored as JSON in object storage")
 CHUNKS = TopicSpec("ragstream.chunks", Chunk, "one event per chunk (chunk_by_title, sized to the embedder's word-piece limit)")
@@ -72,7 +78,8 @@ DEAD_LETTERS = TopicSpec("ragstream.dead-letters", DeadLetter,
                          "events that failed permanently, with their error", retention_ms=30 * DAY_MS)
 
 ALL: tuple[TopicSpec, ...] = (
-    UPLOADS, PARTITION_TASKS, ELEMENTS, CHUNKS, ENHANCED, EMBEDDINGS, STATUS, DEAD_LETTERS,
+    UPLOADS, PARTITION_TASKS, PAGE_RANGES, ELEMENTS, CHUNKS, ENHANCED, EMBEDDINGS, STATUS,
+    DEAD_LETTERS,
 )
 
 # Which topic each stage consumes and produces: the topology in one place.
@@ -86,3 +93,13 @@ STAGE_TOPICS: dict[str, tuple[TopicSpec, Optional[TopicSpec]]] = {
     "projection": (STATUS, None),
     "notify": (STATUS, None),
 }
+
+# Topics a stage reads besides its STAGE_TOPICS source (same consumer group, an agent
+# each): the partition stage's page ranges, a lane apart from whole documents.
+MORE_SOURCES: dict[str, tuple[TopicSpec, ...]] = {"partition": (PAGE_RANGES,)}
+
+
+def stage_sources(stage: str) -> tuple[TopicSpec, ...]:
+    """Every topic ``stage`` consumes: its STAGE_TOPICS source first, then MORE_SOURCES.
+    Raises KeyError for a stage not in STAGE_TOPICS."""
+    return (STAGE_TOPICS[stage][0],) + MORE_SOURCES.get(stage, ())
