@@ -94,8 +94,9 @@ def fairness(pages: int = typer.Option(400, min=1, help="pages of the big born-d
              start: str = typer.Option("EMBEDDING", help="the big document's status at the first small "
                                        "upload: EMBEDDING or PARTITIONING"),
              only_on: bool = typer.Option(False, "--only-on", help="skip the lanes-off baseline run")) -> None:
-    """Small documents uploaded while a big one's chunks are embedded, with and without
-    size lanes; last line small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=… ."""
+    """Small documents uploaded while a big PDF is parsed (--start PARTITIONING) or its
+    chunks embedded (EMBEDDING), lanes off then on; starts the dev stack (stop it with
+    `ragstream dev down`); last line small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=… ."""
     from bench.fairness import bench_fairness
 
     if start not in ("EMBEDDING", "PARTITIONING"):

@@ -199,7 +199,8 @@ async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console:
                 after("COMPLETED"), after("ENHANCING"), after("EMBEDDING")
             run.small.append(doc)
             wait = f"{doc.embed_wait_s:.1f} s" if doc.embed_wait_s is not None else "-"
-            console.print(f"  ({mode}) {path.name}: COMPLETED after {doc.completed_s} s, embed wait {wait}")
+            console.print(f"  ({mode}) {path.name}: COMPLETED after {doc.completed_s} s, embed wait {wait}",
+                          soft_wrap=True)
         ev = times.last.get(res.document_id)
         run.big_chunks = getattr(ev, "chunks_total", 0) or run.big_chunks
         run.big_status_at_end = getattr(ev, "status", "") if ev else ""
@@ -247,11 +248,12 @@ def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: 
         waits = [d.embed_wait_s for d in run.small]
         figures[mode] = (run.p95(done, per_doc_timeout_s), run.p95(waits, per_doc_timeout_s))
         med = statistics.median(v if v is not None else per_doc_timeout_s for v in done) if done else 0
-        console.print(f"{mode}: big document {run.big_chunks} chunks ({run.big_status_at_end} when the "
-                      f"last small one ended, COMPLETED after {run.big_completed_s} s); "
+        console.print(f"{mode}: big document {run.big_chunks} chunks (at {run.big_status_at_end} when the "
+                      f"last small one was done; its own upload→COMPLETED {run.big_completed_s} s); "
                       f"{len(done)} small documents, upload→COMPLETED "
-                      f"p50 {med:.1f} s p95 {figures[mode][0]:.1f} s; embed wait p95 {figures[mode][1]:.1f} s")
+                      f"p50 {med:.1f} s p95 {figures[mode][0]:.1f} s; embed wait p95 {figures[mode][1]:.1f} s",
+                      soft_wrap=True)
     on, off = figures.get("lanes on", (0.0, 0.0)), figures.get("lanes off", (0.0, 0.0))
     console.print(f"small_p95_s={on[0]:.1f} small_p95_off_s={off[0]:.1f} "
-                  f"embed_wait_p95_s={on[1]:.1f} embed_wait_p95_off_s={off[1]:.1f}")
+                  f"embed_wait_p95_s={on[1]:.1f} embed_wait_p95_off_s={off[1]:.1f}", soft_wrap=True)
     return runs
