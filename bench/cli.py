@@ -91,6 +91,8 @@ def fairness(pages: int = typer.Option(400, min=1, help="pages of the big born-d
              small: int = typer.Option(10, min=1, help="one-page documents uploaded one by one"),
              timeout: float = typer.Option(300.0, help="seconds allowed to each small document"),
              interval: float = typer.Option(5.0, min=0.0, help="seconds between two small uploads"),
+             scan_pages: int = typer.Option(0, min=0, help="also a scanned (image-only) PDF of this many "
+                                            "pages, OCRed beside the big PDF"),
              start: str = typer.Option("EMBEDDING", help="the big document's status at the first small "
                                        "upload: EMBEDDING or PARTITIONING"),
              only_on: bool = typer.Option(False, "--only-on", help="skip the lanes-off baseline run")) -> None:
@@ -104,7 +106,7 @@ def fairness(pages: int = typer.Option(400, min=1, help="pages of the big born-d
         raise typer.Exit(code=2)
     modes = ("lanes on",) if only_on else ("lanes off", "lanes on")
     bench_fairness(pages, small, Console(width=160), per_doc_timeout_s=timeout, modes=modes,
-                   interval_s=interval, start_at=start)
+                   interval_s=interval, start_at=start, scan_pages=scan_pages)
 
 
 @bench_app.command("long-docx")

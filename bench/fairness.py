@@ -23,8 +23,9 @@ embedding cache.
 
 Last line: ``small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=<on>
 embed_wait_p95_off_s=<off>``.  Both modes run in the same invocation on the same
-machine (the baseline); a 400-page scan and the cross-project backlog of issue 26
-are not part of this run.
+machine (the baseline).  With ``scan_pages``, an image-only PDF of that many pages
+(profile ``scanned``: OCR, 10-page ranges) is uploaded just before the big PDF and
+deleted with it; the cross-project backlog of issue 26 is not part of this run.
 """
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ class FairnessRun:
     big_chunks: int = 0
     big_status_at_end: str = ""
     big_completed_s: Optional[float] = None  # upload → COMPLETED of the big document
+    scan_status_at_end: str = ""  # the scan's status once the PDF completed (--scan-pages)
     small: list[SmallDoc] = field(default_factory=list)
 
     def p95(self, values: list[Optional[float]], timeout_s: float) -> float:
@@ -109,6 +111,22 @@ def dense_pdf(path: Path, pages: int, salt: str) -> Path:
         story.append(PageBreak())
     SimpleDocTemplate(str(path), pagesize=A4, invariant=1).build(story)
     return path
+
+
+def scanned_pdf(source: Path, out: Path, pages: int, dpi: int = 100) -> Path:
+    """An image-only PDF of ``pages`` pages: the pages of ``source`` rendered at ``dpi``
+    (grayscale JPEG, pypdfium2 + Pillow), repeated as needed; no text layer, so every
+    page is OCRed (profile ``scanned``)."""
+    import pypdfium2
+
+    doc = pypdfium2.PdfDocument(str(source))
+    try:
+        n = len(doc)
+        images = [doc[i % n].render(scale=dpi / 72).to_pil().convert("L") for i in range(pages)]
+    finally:
+        doc.close()
+    images[0].save(out, format="PDF", save_all=True, append_images=images[1:], resolution=dpi)
+    return out
 
 
 def small_docs(folder: Path, n: int, salt: str) -> list[Path]:
@@ -161,7 +179,8 @@ class StatusTimes:
 
 
 async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console: Console,
-                    per_doc_timeout_s: float, interval_s: float, start_at: str) -> FairnessRun:
+                    per_doc_timeout_s: float, interval_s: float, start_at: str,
+                    scan: Optional[Path] = None) -> FairnessRun:
     from cli.progress import uploader
     from streams.ingest import delete_document, ingest_file
 
@@ -173,6 +192,10 @@ async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console:
     terminal = {"COMPLETED", "FAILED", "DELETED"}
     async with uploader(settings) as (store, metadata, prod):
         big_t0 = time.time()
+        scan_res = None
+        if scan is not None:  # OCR page ranges (profile scanned) beside the PDF's
+            scan_res = await ingest_file(scan, project=project, category="scanned", store=store,
+                                         metadata=metadata, producer=prod)
         res = await ingest_file(big, project=project, category="default", store=store,
                                 metadata=metadata, producer=prod)
         reached = await times.wait_for(res.document_id, {start_at} | terminal, 1200)
@@ -207,17 +230,22 @@ async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console:
         # the big document's own time: what the lanes cost the bulk work, if anything
         if await times.wait_for(res.document_id, terminal, 900) == "COMPLETED":
             run.big_completed_s = round(times.first[(res.document_id, "COMPLETED")] - big_t0, 1)
-        local = res.document_id.split(".", 1)[1]
-        await delete_document(project=project, document_id=local, bucket=store.bucket,
-                              producer=prod, metadata=metadata)
-        await times.wait_for(res.document_id, {"DELETED"}, 600)
+            run.big_chunks = getattr(times.last.get(res.document_id), "chunks_total", 0) or run.big_chunks
+        if scan_res is not None:
+            ev = times.last.get(scan_res.document_id)
+            run.scan_status_at_end = getattr(ev, "status", "") if ev else ""
+        for r in [res] + ([scan_res] if scan_res is not None else []):
+            await delete_document(project=project, document_id=r.document_id.split(".", 1)[1],
+                                  bucket=store.bucket, producer=prod, metadata=metadata)
+        for r in [res] + ([scan_res] if scan_res is not None else []):
+            await times.wait_for(r.document_id, {"DELETED"}, 600)
     await times.stop()
     return run
 
 
 def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: float = 300.0,
                    modes: tuple[str, ...] = ("lanes off", "lanes on"), interval_s: float = 5.0,
-                   start_at: str = "EMBEDDING") -> dict[str, FairnessRun]:
+                   start_at: str = "EMBEDDING", scan_pages: int = 0) -> dict[str, FairnessRun]:
     """Start the stack and run every mode (see the module docstring); prints each small
     document's times and the summary line; returns the runs by mode."""
     import devstack
@@ -233,13 +261,15 @@ def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: 
     for mode in modes:
         salt = uuid.uuid4().hex[:8]
         big = dense_pdf(work / f"report-{salt}.pdf", pages, salt)
+        scan = scanned_pdf(dense_pdf(work / f"scan-source-{salt}.pdf", min(scan_pages, 50), salt + "s"),
+                           work / f"scan-{salt}.pdf", scan_pages) if scan_pages else None
         smalls = small_docs(work / salt, small, salt)
         env = LANES_OFF if mode == "lanes off" else {}
         worker = start_worker(settings.data_dir / "logs" / f"bench-fairness-{mode.replace(' ', '-')}.log",
                               env=env)
         try:
             runs[mode] = asyncio.run(_run_mode(settings, mode, big, smalls, console, per_doc_timeout_s,
-                                               interval_s, start_at))
+                                               interval_s, start_at, scan))
         finally:
             stop_worker(worker)
     figures = {}
@@ -249,7 +279,8 @@ def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: 
         figures[mode] = (run.p95(done, per_doc_timeout_s), run.p95(waits, per_doc_timeout_s))
         med = statistics.median(v if v is not None else per_doc_timeout_s for v in done) if done else 0
         console.print(f"{mode}: big document {run.big_chunks} chunks (at {run.big_status_at_end} when the "
-                      f"last small one was done; its own upload→COMPLETED {run.big_completed_s} s); "
+                      f"last small one was done; its own upload→COMPLETED {run.big_completed_s} s"
+                      + (f"; the scan at {run.scan_status_at_end} then" if scan_pages else "") + "); "
                       f"{len(done)} small documents, upload→COMPLETED "
                       f"p50 {med:.1f} s p95 {figures[mode][0]:.1f} s; embed wait p95 {figures[mode][1]:.1f} s",
                       soft_wrap=True)

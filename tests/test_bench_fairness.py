@@ -19,3 +19,14 @@ def test_documents_are_salted(tmp_path):
     a, b = small_docs(tmp_path / "a", 2, "salt1"), small_docs(tmp_path / "b", 2, "salt2")
     assert a[0].read_text() != b[0].read_text() and a[0].read_text() != a[1].read_text()
     assert dense_pdf(tmp_path / "x.pdf", 2, "s1").read_bytes() != dense_pdf(tmp_path / "y.pdf", 2, "s2").read_bytes()
+
+
+def test_the_scan_has_the_pages_asked_for_and_no_text_layer(tmp_path):
+    import pypdf
+
+    from bench.fairness import scanned_pdf
+
+    scan = scanned_pdf(dense_pdf(tmp_path / "src.pdf", 2, "s"), tmp_path / "scan.pdf", 3)
+    reader = pypdf.PdfReader(scan)
+    assert len(reader.pages) == 3
+    assert not "".join(p.extract_text() or "" for p in reader.pages).strip()
