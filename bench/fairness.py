@@ -234,10 +234,11 @@ async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console:
         if scan_res is not None:
             ev = times.last.get(scan_res.document_id)
             run.scan_status_at_end = getattr(ev, "status", "") if ev else ""
-        for r in [res] + ([scan_res] if scan_res is not None else []):
+        big_docs = [r for r in (res, scan_res) if r is not None]
+        for r in big_docs:
             await delete_document(project=project, document_id=r.document_id.split(".", 1)[1],
                                   bucket=store.bucket, producer=prod, metadata=metadata)
-        for r in [res] + ([scan_res] if scan_res is not None else []):
+        for r in big_docs:
             await times.wait_for(r.document_id, {"DELETED"}, 600)
     await times.stop()
     return run
