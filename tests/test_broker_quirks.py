@@ -276,143 +276,169 @@ def test_worker_restart_restores_table_without_workaround(memory_broker, tmp_pat
     _restart_restores_table(memory_broker, tmp_path, quirks=False)
 
 
-@pytest.fixture()
-def s3_broker(stack, tmp_path):
-    """A private Tansu on its own SeaweedFS (S3 storage, the default), so that
-    stopping the object store touches nothing else of the session."""
+async def _s3_outage(settings, answers: dict[str, list], topics: dict[str, str]) -> dict:
+    """One outage of the private broker's object store, watched by two consumers of
+    their own topics (quirks 8 and 11, each with its own group): before it, each
+    reads its topic's one record; during it, a plain commit of the first (20 s for an
+    answer) while the second's metadata is refreshed every 0.5 s until an answer marks
+    its topic ``UnknownError`` (45 s at most), then the workaround's retrying commit
+    starts and must still be pending 3 s later; after it, the retrying commit lands
+    and the second reads a record sent then.  ``topics`` gets the two topic names as
+    they are made (the metadata spy keeps the answers about the second)."""
     import devstack
+    from aiokafka.errors import KafkaError
+
+    kwargs = broker_quirks.producer_kwargs(settings)
+    topics["commit"] = await _produce(settings.kafka_bootstrap, [(b"k", b"v")], kwargs)
+    topics["metadata"] = await _produce(settings.kafka_bootstrap, [(b"k", b"one")], kwargs)
+    committing = AIOKafkaConsumer(topics["commit"], bootstrap_servers=settings.kafka_bootstrap,
+                                  group_id=f"quirk8-{uuid.uuid4().hex[:6]}",
+                                  enable_auto_commit=False, auto_offset_reset="earliest",
+                                  session_timeout_ms=30_000, heartbeat_interval_ms=3_000)
+    # the same session timeout as the committing consumer: the shared outage lasts
+    # the plain commit's 20 s and more, where quirk 11 alone needs about 10 s
+    watching = AIOKafkaConsumer(topics["metadata"], bootstrap_servers=settings.kafka_bootstrap,
+                                group_id=f"quirk11-{uuid.uuid4().hex[:6]}",
+                                auto_offset_reset="earliest",
+                                session_timeout_ms=30_000, heartbeat_interval_ms=3_000)
+
+    def unknown_for_topic() -> bool:
+        return any(t[0] == -1 and t[1] == topics["metadata"] for a in answers["unknown"] for t in a.topics)
+
+    async def plain_commit() -> tuple[str, bool]:
+        """(what a plain commit during the outage got, whether that is an outage error)"""
+        try:
+            await asyncio.wait_for(committing.commit(), 20)
+            return "committed", False
+        except KafkaError as exc:
+            return repr(exc), broker_quirks.commit_outage(exc)
+        except asyncio.TimeoutError:
+            return "no answer in 20 s", True
+
+    async def watch_metadata() -> list:
+        seen: list = []
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 45
+        while not unknown_for_topic() and loop.time() < end:
+            try:
+                await asyncio.wait_for(watching._client.force_metadata_update(), 3)
+            except asyncio.TimeoutError:
+                pass
+            seen.append(watching._client.cluster.partitions_for_topic(topics["metadata"]))
+            await asyncio.sleep(0.5)
+        seen.append(watching._client.cluster.partitions_for_topic(topics["metadata"]))
+        return seen
+
+    await asyncio.gather(committing.start(), watching.start())  # the two joins overlap
+    try:
+        await asyncio.gather(asyncio.wait_for(committing.getone(), 60),
+                             asyncio.wait_for(watching.getone(), 60))
+        await asyncio.to_thread(devstack.down, settings, names=["s3"])
+        try:
+            (outcome, outage_error), seen = await asyncio.gather(plain_commit(), watch_metadata())
+            retried = asyncio.create_task(broker_quirks.retrying_commit(committing.commit)())
+            await asyncio.sleep(3)
+            landed_in_outage = retried.done()
+        finally:
+            await asyncio.to_thread(devstack.up, settings, names=["s3"], timeout_s=120)
+        await asyncio.wait_for(retried, broker_quirks.COMMIT_RETRY_S)
+        committed = await committing.committed(TopicPartition(topics["commit"], 0))
+        prod = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, **kwargs)
+        await prod.start()
+        try:
+            await prod.send_and_wait(topics["metadata"], b"two", key=b"k")
+        finally:
+            await prod.stop()
+        record = await asyncio.wait_for(watching.getone(), 60)
+        return {"outcome": outcome, "outage_error": outage_error, "landed_in_outage": landed_in_outage,
+                "committed": committed, "seen": seen, "value": record.value}
+    finally:
+        await asyncio.gather(committing.stop(), watching.stop())
+
+
+@pytest.fixture(scope="module")
+def s3_outage(stack, tmp_path_factory):
+    """A private Tansu on its own SeaweedFS (S3 storage, the default), so that
+    stopping the object store touches nothing else of the session, and one outage of
+    that store (:func:`_s3_outage`) watched for both quirk tests below: what it
+    recorded, the Metadata answers every client got (a spy behind the quirk 11
+    workaround: good ones and those marking a topic ``UnknownError``), and the
+    workaround's warnings.  One broker and one outage instead of one each: about 25 s
+    less (one start and stop of the broker, and of its store)."""
+    import logging
+    from types import SimpleNamespace
+
+    import devstack
+    from aiokafka.cluster import ClusterMetadata
     from tests.conftest import free_port_block
 
     s3_port = free_port_block(9, extra_offsets=(8 + 10000,))
     settings = stack.model_copy(update={
-        "data_dir": tmp_path / "s3-broker", "kafka_bootstrap": f"127.0.0.1:{free_port_block(1)}",
+        "data_dir": tmp_path_factory.mktemp("s3-broker"), "kafka_bootstrap": f"127.0.0.1:{free_port_block(1)}",
         "s3_endpoint": f"http://127.0.0.1:{s3_port}", "broker_storage": "s3://ragstream-broker/"})
-    devstack.up(settings, names=["broker"], timeout_s=120)  # brings its S3 up first
-    try:
-        yield settings
-    finally:
-        devstack.down(settings, names=["broker", "s3"])
-
-
-def test_offset_commit_fails_while_s3_storage_is_down(s3_broker):
-    """Quirk 8: an OffsetCommit while the broker's object store is away does not
-    succeed: the broker answers UnknownError (seen in CI's restart-s3 drill, where
-    faust crashed the notify worker on it) or, as seen here, closes the connection
-    and aiokafka waits for the coordinator.  The workaround's retrying commit, started
-    during the outage, lands once the store is back, and the offset is stored."""
-    import devstack
-    from aiokafka.errors import KafkaError
-
-    settings = s3_broker
-
-    async def scenario() -> tuple[str, int]:
-        topic = await _produce(settings.kafka_bootstrap, [(b"k", b"v")],
-                               broker_quirks.producer_kwargs(settings))
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap,
-                                    group_id=f"quirk8-{uuid.uuid4().hex[:6]}",
-                                    enable_auto_commit=False, auto_offset_reset="earliest",
-                                    session_timeout_ms=30_000, heartbeat_interval_ms=3_000)
-        await consumer.start()
-        try:
-            await asyncio.wait_for(consumer.getone(), 60)
-            await asyncio.to_thread(devstack.down, settings, names=["s3"])
-            try:
-                try:  # a plain commit during the outage
-                    await asyncio.wait_for(consumer.commit(), 20)
-                    outcome = "committed"
-                except KafkaError as exc:
-                    assert broker_quirks.commit_outage(exc), repr(exc)
-                    outcome = repr(exc)
-                except asyncio.TimeoutError:
-                    outcome = "no answer in 20 s"
-                retried = asyncio.create_task(broker_quirks.retrying_commit(consumer.commit)())
-                await asyncio.sleep(3)
-                assert not retried.done(), "a commit landed while the object store was down"
-            finally:
-                await asyncio.to_thread(devstack.up, settings, names=["s3"], timeout_s=120)
-            await asyncio.wait_for(retried, broker_quirks.COMMIT_RETRY_S)
-            return outcome, await consumer.committed(TopicPartition(topic, 0))
-        finally:
-            await consumer.stop()
-
-    outcome, committed = run(scenario())
-    print(f"commit while S3 was down: {outcome}")
-    assert outcome != "committed"
-    assert committed == 1
-
-
-def test_topic_metadata_while_s3_storage_is_down(s3_broker, monkeypatch, caplog):
-    """Quirk 11: while the broker's object store is away, Metadata answers mark the
-    topic ``UnknownError`` and aiokafka, unpatched, drops the topic from its cluster
-    metadata (shown by applying a captured answer to a fresh ClusterMetadata).  With
-    the workaround the live consumer keeps the topic's partitions through the whole
-    outage, and reads a record sent after the store is back."""
-    import logging
-
-    import devstack
-    from aiokafka.cluster import ClusterMetadata
-
-    settings = s3_broker
     broker_quirks.keep_topics_through_outages()
     patched = ClusterMetadata.update_metadata
     answers: dict[str, list] = {"good": [], "unknown": []}
+    topics: dict[str, str] = {}
 
     def spy(self, metadata):  # records every answer, then the workaround decides
         kind = "unknown" if any(t[0] == -1 for t in metadata.topics) else "good"
         answers[kind].append(metadata)
         return patched(self, metadata)
 
-    monkeypatch.setattr(ClusterMetadata, "update_metadata", spy)
-    caplog.set_level(logging.WARNING, logger="streams.broker_quirks")
+    warnings: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: warnings.append(record.getMessage())  # type: ignore[method-assign]
+    log = logging.getLogger("streams.broker_quirks")
+    level = log.level
+    log.setLevel(logging.WARNING)
+    log.addHandler(handler)
+    devstack.up(settings, names=["broker"], timeout_s=120)  # brings its S3 up first
+    try:
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(ClusterMetadata, "update_metadata", spy)
+            seen = run(_s3_outage(settings, answers, topics))
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+        devstack.down(settings, names=["broker", "s3"])
+    yield SimpleNamespace(**seen, topics=topics, answers=answers, patched=patched, warnings=warnings)
 
-    async def scenario() -> tuple[list, bytes, str]:
-        topic = await _produce(settings.kafka_bootstrap, [(b"k", b"one")],
-                               broker_quirks.producer_kwargs(settings))
-        consumer = AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap,
-                                    group_id=f"quirk11-{uuid.uuid4().hex[:6]}",
-                                    auto_offset_reset="earliest",
-                                    session_timeout_ms=10_000, heartbeat_interval_ms=3_000)
-        await consumer.start()
-        seen: list = []
-        try:
-            await asyncio.wait_for(consumer.getone(), 60)
-            await asyncio.to_thread(devstack.down, settings, names=["s3"])
-            try:
-                end = asyncio.get_running_loop().time() + 45
-                while not answers["unknown"] and asyncio.get_running_loop().time() < end:
-                    try:
-                        await asyncio.wait_for(consumer._client.force_metadata_update(), 3)
-                    except asyncio.TimeoutError:
-                        pass
-                    seen.append(consumer._client.cluster.partitions_for_topic(topic))
-                    await asyncio.sleep(0.5)
-                seen.append(consumer._client.cluster.partitions_for_topic(topic))
-            finally:
-                await asyncio.to_thread(devstack.up, settings, names=["s3"], timeout_s=120)
-            prod = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap,
-                                    **broker_quirks.producer_kwargs(settings))
-            await prod.start()
-            try:
-                await prod.send_and_wait(topic, b"two", key=b"k")
-            finally:
-                await prod.stop()
-            record = await asyncio.wait_for(consumer.getone(), 60)
-            return seen, record.value, topic
-        finally:
-            await consumer.stop()
 
-    seen, value, topic = run(scenario())
-    assert answers["unknown"], "no Metadata answer with UnknownError during the outage"
+def test_offset_commit_fails_while_s3_storage_is_down(s3_outage):
+    """Quirk 8: an OffsetCommit while the broker's object store is away does not
+    succeed: the broker answers UnknownError (seen in CI's restart-s3 drill, where
+    faust crashed the notify worker on it) or, as seen here, closes the connection
+    and aiokafka waits for the coordinator.  The workaround's retrying commit, started
+    during the outage, lands once the store is back, and the offset is stored."""
+    print(f"commit while S3 was down: {s3_outage.outcome}")
+    assert s3_outage.outcome != "committed"
+    assert s3_outage.outage_error, s3_outage.outcome  # UnknownError or a retriable error
+    assert not s3_outage.landed_in_outage, "a commit landed while the object store was down"
+    assert s3_outage.committed == 1
+
+
+def test_topic_metadata_while_s3_storage_is_down(s3_outage, monkeypatch):
+    """Quirk 11: while the broker's object store is away, Metadata answers mark the
+    topic ``UnknownError`` and aiokafka, unpatched, drops the topic from its cluster
+    metadata (shown by applying a captured answer to a fresh ClusterMetadata).  With
+    the workaround the live consumer keeps the topic's partitions through the whole
+    outage, and reads a record sent after the store is back."""
+    from aiokafka.cluster import ClusterMetadata
+
+    topic = s3_outage.topics["metadata"]
+    unknown = [a for a in s3_outage.answers["unknown"] if any(t[0] == -1 and t[1] == topic for t in a.topics)]
+    assert unknown, "no Metadata answer with UnknownError during the outage"
     bare = ClusterMetadata()
     with monkeypatch.context() as m:  # the quirk itself: aiokafka's own update
         m.setenv("RAGSTREAM_BROKER_QUIRKS", "false")
-        patched(bare, next(a for a in answers["good"] if any(t[1] == topic for t in a.topics)))
+        s3_outage.patched(bare, next(a for a in s3_outage.answers["good"] if any(t[1] == topic for t in a.topics)))
         assert bare.partitions_for_topic(topic) == {0}
-        patched(bare, answers["unknown"][-1])
+        s3_outage.patched(bare, unknown[-1])
         assert bare.partitions_for_topic(topic) is None  # dropped: quirk 11
-    assert all(parts == {0} for parts in seen), seen  # kept with the workaround
-    assert "broker quirk 11" in caplog.text
-    assert value == b"two"
+    assert all(parts == {0} for parts in s3_outage.seen), s3_outage.seen  # kept with the workaround
+    assert any("broker quirk 11" in w and topic in w for w in s3_outage.warnings), s3_outage.warnings
+    assert s3_outage.value == b"two"
 
 
 def test_retrying_commit_outlasts_outage_errors_only():
@@ -454,11 +480,21 @@ async def _strand_then_join(bootstrap: str, join_within_s: float = 60) -> bool:
         while not consumer.assignment():
             await consumer.getmany(timeout_ms=200)
 
+    def formed_with_both() -> bool:
+        """A and B in one generation, the partition assigned to exactly one of them."""
+        gen_a, gen_b = a._coordinator.generation, b._coordinator.generation
+        return gen_a == gen_b > 0 and len(a.assignment() | b.assignment()) == 1 \
+            and not a.assignment() & b.assignment()
+
     a, b, c = member(), member(), member()
     try:
         await asyncio.wait_for(joined(a), 60)
         await b.start()
-        await asyncio.gather(a.getmany(timeout_ms=20_000), b.getmany(timeout_ms=20_000))
+        # the group re-formed with both (already so when B's start returns, measured:
+        # it stayed so, unchanged, through the 20 s this waited before); at most 20 s
+        settle_until = asyncio.get_running_loop().time() + 20
+        while not formed_with_both() and asyncio.get_running_loop().time() < settle_until:
+            await asyncio.sleep(0.1)
         await b.stop()
         await a.stop()
         try:
