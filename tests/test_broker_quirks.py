@@ -253,7 +253,8 @@ async def _append_changelog(broker, changelog: str, keys: list[str], quirks: boo
         await prod.stop()
 
 
-def _restart_restores_table(broker, tmp_path, quirks: bool) -> None:
+def _restart_restores_table(broker, tmp_path, quirks: bool) -> tuple[dict, dict]:
+    """(the table written, the table a restarted worker recovered)."""
     topic = f"probe-{uuid.uuid4().hex[:8]}"
     written = _probe("write", topic, 300, tmp_path / "written.json", quirks, broker.kafka_bootstrap)
     assert len(written) == 300
@@ -262,18 +263,41 @@ def _restart_restores_table(broker, tmp_path, quirks: bool) -> None:
     run(_append_changelog(broker, f"probe-{topic}-counts-changelog", extra, quirks))
     written.update(dict.fromkeys(extra, 1))
     recovered = _probe("read", topic, 0, tmp_path / "recovered.json", quirks, broker.kafka_bootstrap)
+    return written, recovered
+
+
+@pytest.fixture(scope="module")
+def table_restores(memory_broker, tmp_path_factory) -> dict:
+    """Both table-restore runs at once, with the workaround and without, each on topics
+    of its own: ``{quirks: (written, recovered) or the exception it raised}``.  The
+    probes are subprocesses that mostly wait for their group joins and recovery, so
+    the two take about the time of one (about 30 s less than one after the other)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        futures = {quirks: pool.submit(_restart_restores_table, memory_broker,
+                                       tmp_path_factory.mktemp(f"table-quirks-{quirks}"), quirks)
+                   for quirks in (True, False)}
+        return {quirks: f.exception() or f.result() for quirks, f in futures.items()}
+
+
+def _restored(outcome: tuple[dict, dict] | BaseException) -> tuple[dict, dict]:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+@pytest.mark.slow
+def test_worker_restart_restores_table_exactly(table_restores):
+    written, recovered = _restored(table_restores[True])
     assert recovered == written
 
 
 @pytest.mark.slow
-def test_worker_restart_restores_table_exactly(memory_broker, tmp_path):
-    _restart_restores_table(memory_broker, tmp_path, quirks=True)
-
-
-@pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="Faust recovery stops early when the changelog's last batch holds several records")
-def test_worker_restart_restores_table_without_workaround(memory_broker, tmp_path):
-    _restart_restores_table(memory_broker, tmp_path, quirks=False)
+def test_worker_restart_restores_table_without_workaround(table_restores):
+    written, recovered = _restored(table_restores[False])
+    assert recovered == written
 
 
 async def _s3_outage(settings, answers: dict[str, list], topics: dict[str, str]) -> dict:
@@ -510,20 +534,50 @@ async def _strand_then_join(bootstrap: str, join_within_s: float = 60) -> bool:
                 pass  # C in a stranded group: its coordinator never finishes
 
 
+# quirk 9's sequence without the workaround, in a process of its own: plain aiokafka
+# (the patch is not installed there, and RAGSTREAM_BROKER_QUIRKS=false besides)
+_STRAND_WITHOUT_WORKAROUND = """
+import asyncio, sys
+from tests.test_broker_quirks import _strand_then_join
+# 35 s: three and a half session timeouts, twice what C needs with the workaround
+print("joined", asyncio.run(_strand_then_join(sys.argv[1], join_within_s=35)))
+"""
+
+
+@pytest.fixture(scope="module")
+def strand_runs(stack) -> dict[str, bool]:
+    """Quirk 9's sequence twice at once on the session broker, each on a topic and a
+    group of its own: without the workaround in a subprocess, with it here; whether
+    C joined in each (``{"without": ..., "with": ...}``).  Side by side, the two take
+    the time of the longer one (about 30 s less than one after the other)."""
+    proc = subprocess.Popen([sys.executable, "-c", _STRAND_WITHOUT_WORKAROUND, stack.kafka_bootstrap],
+                            cwd=ROOT, env={**os.environ, "RAGSTREAM_BROKER_QUIRKS": "false"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        broker_quirks.keep_membership_on_close()
+        with_workaround = run(_strand_then_join(stack.kafka_bootstrap))
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    last = out.strip().splitlines()[-1:]
+    assert proc.returncode == 0 and last and last[0] in ("joined True", "joined False"), \
+        f"the run without the workaround broke (exit {proc.returncode}): {out[-2000:]}{err[-3000:]}"
+    return {"without": last[0] == "joined True", "with": with_workaround}
+
+
 @pytest.mark.xfail(strict=True, reason="Tansu: a leader's LeaveGroup while the group re-forms strands it")
-def test_leader_leaving_a_forming_group_strands_it(stack, monkeypatch):
+def test_leader_leaving_a_forming_group_strands_it(strand_runs):
     """Quirk 9 without the workaround (plain aiokafka, LeaveGroup sent on stop): the
     group keeps the departed leader and C is never assigned."""
-    monkeypatch.setenv("RAGSTREAM_BROKER_QUIRKS", "false")  # the patch, if installed, defers
-    # 35 s: three and a half session timeouts, twice what C needs with the workaround
-    assert run(_strand_then_join(stack.kafka_bootstrap, join_within_s=35))
+    assert strand_runs["without"]
 
 
-def test_no_leave_group_keeps_the_group_usable(stack):
+def test_no_leave_group_keeps_the_group_usable(strand_runs):
     """Quirk 9 with the workaround: members stop without LeaveGroup, the broker drops
     them after their session timeout, and C is assigned."""
-    broker_quirks.keep_membership_on_close()
-    assert run(_strand_then_join(stack.kafka_bootstrap))
+    assert strand_runs["with"]
 
 
 async def _compaction_survivors(bootstrap: str, wait_s: float) -> list[tuple[bytes, bytes | None]]:
