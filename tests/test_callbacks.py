@@ -168,6 +168,29 @@ def test_callback_to_private_address_is_refused_and_recorded(api, project, stack
     assert stats["callbacks"] == {"refused": 1}
 
 
+def _refused_attempt(stack, key: str, timeout_s: float) -> dict | None:
+    """The outbox row of callback ``key`` once an attempt of it failed and is to be
+    retried (``reason`` set, still pending), or what the row is at ``timeout_s``."""
+    import asyncpg
+
+    async def poll() -> dict | None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                conn = await asyncpg.connect(stack.pg_dsn)
+                try:
+                    row = await conn.fetchrow("SELECT state, attempts, reason FROM callbacks"
+                                              " WHERE idempotency_key = $1", key)
+                finally:
+                    await conn.close()
+            except (OSError, asyncpg.PostgresError):
+                row = None
+            if (row and row["reason"]) or time.monotonic() > deadline:
+                return dict(row) if row else None
+            await asyncio.sleep(0.3)
+    return asyncio.run(poll())
+
+
 @pytest.mark.slow
 def test_callback_survives_postgres_and_receiver_outages(api, project, stack):
     """A terminal event that reaches notify while PostgreSQL is down (longer than the
@@ -197,7 +220,10 @@ def test_callback_survives_postgres_and_receiver_outages(api, project, stack):
         time.sleep(20)  # > pool acquire timeout (10 s) and callback timeout (10 s)
     finally:
         devstack.up(stack, names=["postgres"])
-    time.sleep(15)  # notify queues it now; the receiver refuses connections meanwhile
+    # notify queues it now and tries it while the receiver refuses connections: until
+    # that refused attempt is recorded (this waited a fixed 15 s for it before)
+    refused = _refused_attempt(stack, idempotency_key(doc, 1, "COMPLETED"), timeout_s=180)
+    assert refused and refused["state"] == "pending" and refused["attempts"] >= 1, refused
     receiver = Receiver(secret=secret, fail_first=False, port=port)
     try:
         got = receiver.wait_accepted(idempotency_key(doc, 1, "COMPLETED"), timeout_s=180)
