@@ -604,15 +604,19 @@ async def _compaction_survivors(bootstrap: str, wait_s: float) -> list[tuple[byt
             await prod.send_and_wait(name, key=b"filler", value=b"x" * 512)
     finally:
         await prod.stop()
+    tp = TopicPartition(name, 0)
+    end = (await broker_quirks.end_offsets(bootstrap, [tp]))[tp]  # exact, from a Fetch (quirk 5)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, auto_offset_reset="earliest")
     await consumer.start()
     try:
-        tp = TopicPartition(name, 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
         out: list[tuple[bytes, bytes | None]] = []
-        for _ in range(20):
+        # to the partition's end (it was 20 reads of up to 0.5 s each, most of them
+        # waiting past the last record)
+        deadline = asyncio.get_running_loop().time() + 30
+        while await consumer.position(tp) < end and asyncio.get_running_loop().time() < deadline:
             for messages in (await consumer.getmany(tp, timeout_ms=500)).values():
                 out += [(m.key, m.value) for m in messages if m.key != b"filler"]
         return out
