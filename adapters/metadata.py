@@ -189,6 +189,22 @@ class Metadata:
             " ORDER BY v.created_at LIMIT $2", float(older_than_s), limit)
         return [dict(r) for r in rows]
 
+    async def in_flight_versions(self, project: str, window_s: float, limit: int) -> int:
+        """How many versions ``project`` registered in the last ``window_s`` seconds that
+        have no outcome yet (neither COMPLETED nor FAILED, nor covered by a delete),
+        counted up to ``limit`` (the query stops there: a bulk upload's thousands cost no
+        more than ``limit`` index entries; index ``document_versions_project_created``).
+        A version superseded before it finished counts until the window passes it."""
+        return await self.pool.fetchval(
+            "SELECT count(*) FROM (SELECT 1 FROM document_versions v WHERE v.project = $1"
+            " AND v.created_at > now() - make_interval(secs => $2)"
+            " AND NOT EXISTS (SELECT 1 FROM version_outcomes o"
+            "                 WHERE o.document_id = v.document_id AND o.version = v.version)"
+            " AND NOT EXISTS (SELECT 1 FROM document_deletions d"
+            "                 WHERE d.document_id = v.document_id AND d.up_to_version >= v.version)"
+            " LIMIT $3) in_flight",
+            project, float(window_s), limit)
+
     async def versions(self, document_id: str) -> list[dict[str, Any]]:
         """Every registered version of a document, oldest first."""
         rows = await self.pool.fetch(

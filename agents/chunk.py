@@ -83,7 +83,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
               category=ready.category, filename=ready.filename, text=c["text"],
               page_number=c["page_number"], element_types=c["element_types"],
               table_html=c["table_html"], image_keys=c.get("image_keys", []),
-              callback_url=ready.callback_url)
+              callback_url=ready.callback_url, bulk=ready.bulk)
         for i, c in enumerate(chunks)
     ]
     await store.put_bytes(
@@ -93,7 +93,7 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
                       "chunks": [r.asdict() for r in records]}),
         "application/json", bucket=ready.bucket)
     partition = lane_partition(ready.document_id, total, await ctx.partition_count(ctx.topics.chunks),
-                               ctx.settings.fair_small_document_chunks)
+                               ctx.settings.fair_small_document_chunks, bulk=ready.bulk)
     for record in records:
         await ctx.topics.chunks.send(key=ready.document_id, partition=partition, value=record)
     await ctx.delivered()  # the chunks are stored before the step's marker

@@ -7,7 +7,8 @@ embedded before by the same model is not embedded again: its vector comes from t
 embedding cache in PostgreSQL (adapters/embedding_cache.py, keyed by sha256 of the
 embedder's ``cache_identity()`` — a digest of the model actually loaded and its token
 limit, adapters/model_identity.py — and the text), so a new version that changes one
-page embeds only the changed chunks;
+page embeds only the changed chunks.  Embedded chunks keep their lane
+(topics/lanes.py) on ``embeddings``;
 ``ragstream_embed_cache_total{result="hit"|"miss"}`` counts chunks each way.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agents.runner import Stage
 from schemas import Chunk, DocumentStatus, EmbeddedChunk
 from streams.metrics import EMBED_CACHE
 from topics import ENHANCED
+from topics.lanes import lane_partition
 
 STAGE = "embed"
 
@@ -42,8 +44,12 @@ async def embed_batch(ctx: StageContext, chunks: Sequence[Chunk]) -> None:
     EMBED_CACHE.labels(result="miss").inc(result.embedded)
     EMBED_CACHE.labels(result="hit").inc(result.cached)
     vectors = result.vectors
+    partitions = await ctx.partition_count(ctx.topics.embeddings)
     for chunk, vector in zip(chunks, vectors):
-        await ctx.topics.embeddings.send(key=chunk.document_id, value=EmbeddedChunk(
+        # the chunk's lane again (topics/lanes.py), so the index stage serves it in turn
+        partition = lane_partition(chunk.document_id, chunk.total, partitions,
+                                   ctx.settings.fair_small_document_chunks, bulk=chunk.bulk)
+        await ctx.topics.embeddings.send(key=chunk.document_id, partition=partition, value=EmbeddedChunk(
             **chunk.asdict(), vector=vector.tolist(), embedding_model=model))
 
 

@@ -98,7 +98,7 @@ async def enhance_one(ctx: StageContext, chunk: Chunk) -> None:
         count_word_pieces))
     partition = lane_partition(chunk.document_id, chunk.total,
                                await ctx.partition_count(ctx.topics.enhanced),
-                               ctx.settings.fair_small_document_chunks)
+                               ctx.settings.fair_small_document_chunks, bulk=chunk.bulk)
     await ctx.topics.enhanced.send(key=chunk.document_id, partition=partition, value=enhanced)
 
 

@@ -1,4 +1,5 @@
-"""normalize stage: ``uploads`` → ``partition-tasks`` (whole documents) or ``page-ranges``.
+"""normalize stage: ``uploads`` → ``partition-tasks`` (whole documents) or ``page-ranges``
+(page ranges, and whole documents of a project's burst).
 
 Detects the real type by content, converts when the category profile asks, and
 hands partition a claim check (bucket/key) to the file to parse.  Delete requests
@@ -25,6 +26,7 @@ from schemas import DELETE, UPLOAD, DocumentStatus, PartitionTask, UploadEvent, 
 from stages.filenames import safe_filename
 from stages.normalize import normalize_file
 from topics import UPLOADS
+from topics.lanes import half_partition
 
 STAGE = "normalize"
 log = logging.getLogger(__name__)
@@ -37,8 +39,9 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     range (``part``/``parts``), and a longer document of another format one task per
     range of units of that much text (``stages.document_parts``), sent to
     ``page-ranges`` and spread over its partitions (the count read from the broker's
-    metadata), so several partition workers share it; a document in one piece goes to
-    ``partition-tasks``.
+    metadata), so several partition workers share it; so is a document in one piece of
+    a project's burst (``event.bulk``: the bulk lane, topics/lanes.py); another goes to
+    ``partition-tasks`` (its project lane's half: :func:`whole_partition`).
     """
     if event.action == DELETE:
         await delete_one(ctx, event)
@@ -59,19 +62,33 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
         log.info("normalize: %s v%s: %s", event.document_id, event.version, result.reason)
     ranges = result.page_ranges if len(result.page_ranges) > 1 else [(0, 0)]
     # page ranges have a topic of their own (a lane apart from whole documents) and go
-    # round-robin over its partitions, so every partition worker gets some; a whole
-    # document's single task follows its key (the document id)
-    split = len(ranges) > 1 and ctx.settings.page_range_lane
-    topic = ctx.topics.page_ranges if split else ctx.topics.partition_tasks
-    partitions = await ctx.partition_count(topic) if len(ranges) > 1 else 1
+    # round-robin over its partitions, so every partition worker gets some; so does a
+    # whole document of a project's burst (the partition stage's bulk lane: its parse
+    # slots are the ranges'); another whole document's task goes to its lane's half of
+    # partition-tasks (or follows its key, project lanes off)
+    bulk = event.bulk and ctx.settings.fair_project_burst > 0
+    spread = (len(ranges) > 1 or bulk) and ctx.settings.page_range_lane
+    topic = ctx.topics.page_ranges if spread else ctx.topics.partition_tasks
+    partitions = await ctx.partition_count(topic) if spread or len(ranges) > 1 else 1
     for part, (start, end) in enumerate(ranges):
-        partition = task_partition(event.document_id, part, partitions) if len(ranges) > 1 else None
+        partition = task_partition(event.document_id, part, partitions) if spread or len(ranges) > 1 \
+            else await whole_partition(ctx, event)
         await topic.send(key=event.document_id, partition=partition, value=PartitionTask(
             document_id=event.document_id, version=event.version, project=event.project,
             category=event.category, filename=event.filename, bucket=event.bucket,
             callback_url=event.callback_url, key=key, filetype=result.filetype,
             page_count=result.page_count or 0, page_start=start, page_end=end,
-            part=part, parts=len(ranges)))
+            part=part, parts=len(ranges), bulk=event.bulk))
+
+
+async def whole_partition(ctx: StageContext, event: UploadEvent):
+    """The ``partition-tasks`` partition of a document in one piece: its project lane's
+    half (topics/lanes.py, ``event.bulk``) when project lanes are on, else None (the
+    key picks)."""
+    if ctx.settings.fair_project_burst <= 0:
+        return None
+    return half_partition(event.document_id, event.bulk,
+                          await ctx.partition_count(ctx.topics.partition_tasks))
 
 
 def task_partition(document_id: str, part: int, partitions: int) -> int:

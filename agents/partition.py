@@ -39,6 +39,7 @@ from stages.chunk import highest_page
 from stages.errors import EmptyDocument
 from stages.partition import partition_file
 from topics import PAGE_RANGES, PARTITION_TASKS
+from topics.lanes import half_partition
 
 STAGE = "partition"
 WORKER = f"{socket.gethostname()}:{os.getpid()}"
@@ -121,12 +122,17 @@ async def send_elements(ctx: StageContext, task: PartitionTask, elements: list[d
     store = await ctx.resources.store()
     key = elements_key(task.project, task.document_id, task.version, task.part)
     await store.put_bytes(key, orjson.dumps(elements), "application/json", bucket=task.bucket)
-    await ctx.topics.elements.send(key=task.document_id, value=ElementsReady(
+    # every part of a document on one partition (the chunk stage joins them there), in
+    # the bulk lane when the document came in a project's burst or is split
+    partition = half_partition(task.document_id, task.bulk or task.parts > 1,
+                               await ctx.partition_count(ctx.topics.elements)) \
+        if ctx.settings.fair_project_burst > 0 else None
+    await ctx.topics.elements.send(key=task.document_id, partition=partition, value=ElementsReady(
         document_id=task.document_id, version=task.version, project=task.project,
         category=task.category, filename=task.filename, bucket=task.bucket,
         callback_url=task.callback_url, elements_key=key, element_count=len(elements),
         page_count=task.page_count or highest_page(elements), part=task.part, parts=task.parts,
-        worker=WORKER))
+        worker=WORKER, bulk=task.bulk or task.parts > 1))
 
 
 def pool_workers(settings) -> int:

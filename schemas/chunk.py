@@ -50,6 +50,7 @@ class Chunk(faust.Record, serializer=codec.CODEC_NAME):
     image_keys: list = []
     summary: Optional[str] = None
     enrichment: Optional[dict] = None
+    bulk: bool = False  # in a project's burst: the bulk lane of every topic (topics/lanes.py)
     sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1
 

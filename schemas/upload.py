@@ -35,5 +35,6 @@ class UploadEvent(faust.Record, serializer=codec.CODEC_NAME):
     content_type: str = "application/octet-stream"
     callback_url: Optional[str] = None
     submitted_at: float = 0.0
+    bulk: bool = False  # in a project's burst: the bulk lane of every topic (topics/lanes.py)
     sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1

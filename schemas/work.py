@@ -40,6 +40,7 @@ class PartitionTask(DocumentRef, serializer=codec.CODEC_NAME):
     page_end: int = 0
     part: int = 0
     parts: int = 1
+    bulk: bool = False  # in a project's burst: the bulk lane of every topic (topics/lanes.py)
     sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1
 
@@ -56,5 +57,6 @@ class ElementsReady(DocumentRef, serializer=codec.CODEC_NAME):
     part: int = 0
     parts: int = 1
     worker: str = ""
+    bulk: bool = False  # in a project's burst: the bulk lane of every topic (topics/lanes.py)
     sealed: Optional[str] = None  # content fields sealed with the version's data key (schemas/sealing.py)
     schema_version: int = 1

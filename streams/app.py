@@ -43,18 +43,34 @@ def app_id(stage: str) -> str:
 
 
 def stage_fetch_settings(stage: str, settings: Settings) -> dict:
-    """Faust consumer settings of one stage: the embed stage fetches at most
-    ``embed_fetch_max_bytes`` per partition per request and buffers at most
-    ``embed_stream_buffer`` events (Faust's defaults, 1 MiB and 4096 events, queue
-    thousands of a big document's chunks ahead of a small one's: topics/lanes.py) and
-    takes at most ``embed_poll_records`` records per poll, the partitions in turn
-    (streams/fair_fetch.py; the embedded broker ignores the byte limit, quirk 12);
-    other stages keep Faust's defaults."""
-    if stage != "embed":
-        return {}
-    return {"consumer_max_fetch_size": settings.embed_fetch_max_bytes,
-            "broker_max_poll_records": settings.embed_poll_records,
-            "stream_buffer_maxsize": settings.embed_stream_buffer}
+    """Faust consumer settings of one stage, so an event on one lane's partition is
+    not queued behind thousands on another's (topics/lanes.py).  The chunk-level
+    stages (enhance, embed, index) fetch at most ``embed_fetch_max_bytes`` per partition per
+    request, buffer at most ``embed_stream_buffer`` events and take at most
+    ``embed_poll_records`` records per poll; the document-level stages (normalize,
+    partition, chunk) poll ``task_poll_records`` and buffer ``task_stream_buffer``
+    events (Faust's defaults: 1 MiB, every fetched record, 4096 events).  Polls take
+    the partitions in turn (streams/fair_fetch.py; the embedded broker ignores the
+    byte limit, quirk 12).  Other stages keep Faust's defaults."""
+    if stage in ("enhance", "embed", "index"):
+        return {"consumer_max_fetch_size": settings.embed_fetch_max_bytes,
+                "broker_max_poll_records": settings.embed_poll_records,
+                "stream_buffer_maxsize": settings.embed_stream_buffer}
+    if stage in ("normalize", "partition", "chunk"):
+        return {"broker_max_poll_records": settings.task_poll_records,
+                "stream_buffer_maxsize": settings.task_stream_buffer}
+    return {}
+
+
+def laned_topics(settings: Settings) -> list[str]:
+    """Names of the topics whose first half of partitions is a lane of its own
+    (topics/lanes.py): the document topics while project lanes are on
+    (``fair_project_burst``), the chunk topics while size lanes are on."""
+    from topics import CHUNKS, ELEMENTS, EMBEDDINGS, ENHANCED, PARTITION_TASKS, UPLOADS
+
+    names = [UPLOADS.name, PARTITION_TASKS.name, ELEMENTS.name] if settings.fair_project_burst > 0 else []
+    return names + ([CHUNKS.name, ENHANCED.name, EMBEDDINGS.name]
+                    if settings.fair_small_document_chunks > 0 else [])
 
 
 def create_app(stage: str, settings: Settings | None = None) -> faust.App:
@@ -84,6 +100,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
     broker_quirks.keep_topics_through_outages()  # quirk 11: topics vanish from metadata in an S3 outage
     commit_order.install()  # faust commits past an unfinished event under concurrency
     fair_fetch.rotate_partially_drained()  # polls take partitions in turn (size lanes)
+    fair_fetch.prefer_lanes(laned_topics(settings), settings.fair_bulk_turn)  # lanes first
     from agents import register  # imported late: agents import this module's names
 
     register(app, stage, settings)

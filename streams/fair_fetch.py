@@ -22,6 +22,14 @@ poll left records in to the end of that map, so the next poll starts with the ot
 with a small ``max_records`` (the embed app's ``embed_poll_records``,
 streams/app.stage_fetch_settings) partitions take turns poll by poll.  Nothing is
 reordered within a partition, so commits and per-document order are unchanged.
+
+Lanes first (:func:`prefer_lanes`): on a topic with lanes (topics/lanes.py: the first
+half of its partitions for small documents and projects outside a burst, the other
+half the bulk lane), the bulk half's fetched partitions go behind the first half's
+before each poll, so a single file's events are polled before a backlog's — except
+every ``bulk_turn``-th poll of the consumer, which takes partitions in the plain
+rotation, so the bulk lane always keeps at least that share of the polls (measured:
+``ragstream bench fairness --backlog 200``).
 """
 from __future__ import annotations
 
@@ -42,6 +50,7 @@ def rotate_partially_drained() -> None:
 
     async def fetched_records(self: Any, partitions: Any, timeout: float = 0,
                               max_records: Any = None) -> dict:
+        _bulk_last(self)
         drained = await original(self, partitions, timeout=timeout, max_records=max_records)
         records = self._records  # collections.OrderedDict: TopicPartition -> FetchResult
         for tp in drained:
@@ -52,3 +61,33 @@ def rotate_partially_drained() -> None:
     setattr(fetched_records, _MARK, True)
     fetched_records.__wrapped__ = original  # type: ignore[attr-defined]  (tests compare)
     Fetcher.fetched_records = fetched_records
+
+
+#: topic names with lanes -> (bulk_turn); filled by :func:`prefer_lanes`
+_LANED: dict[str, int] = {}
+
+
+def prefer_lanes(topics: Any, bulk_turn: int = 4) -> None:
+    """Poll the first half of each of ``topics``' partitions (names) before its bulk
+    half, but every ``bulk_turn``-th poll of a consumer (0: never prefer); process-wide,
+    with :func:`rotate_partially_drained` installed."""
+    for name in topics:
+        _LANED[name] = bulk_turn
+
+
+def _bulk_last(fetcher: Any) -> None:
+    """Move the fetched partitions of laned topics' bulk halves behind the others
+    (see the module docstring); a no-op without laned topics."""
+    if not _LANED:
+        return
+    polls = getattr(fetcher, "_ragstream_polls", 0) + 1
+    fetcher._ragstream_polls = polls
+    records = fetcher._records
+    cluster = fetcher._client.cluster
+    for tp in list(records):
+        turn = _LANED.get(tp.topic)
+        if not turn or polls % turn == 0:
+            continue
+        count = len(cluster.partitions_for_topic(tp.topic) or ())
+        if count >= 2 and tp.partition >= max(1, count // 2):
+            records.move_to_end(tp)

@@ -26,7 +26,9 @@ from stages.filenames import original_name_metadata, safe_filename
 from schemas import DELETE, UPLOAD, DocumentStatus, UploadEvent, status_event
 from streams import tracing
 from streams.kafka_io import send_record
+from streams.settings import get_settings
 from topics import STATUS, UPLOADS
+from topics.lanes import burst_lane, half_partition
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ async def ingest_file(path: Path, *, project: str, category: str, store: ObjectS
                       metadata: Metadata, producer, document_id: Optional[str] = None,
                       callback_url: Optional[str] = None, force: bool = False,
                       source_path: Optional[str] = None, user_metadata: Optional[dict] = None,
-                      filename: Optional[str] = None, sha256: Optional[str] = None) -> IngestResult:
+                      filename: Optional[str] = None, sha256: Optional[str] = None,
+                      burst: Optional[int] = None) -> IngestResult:
     """Upload one file and queue it.
 
     ``document_id``: the project's own id; None: :func:`default_document_id` of
@@ -60,7 +63,7 @@ async def ingest_file(path: Path, *, project: str, category: str, store: ObjectS
     else of the file's name.  ``filename``: the original name to store (default
     ``path.name``: a sync stages an S3 object in a file of another name);
     ``sha256``: the file's hex SHA-256 when the caller hashed it already (else it
-    is read here).
+    is read here); ``burst``: :func:`queue_version`'s.
 
     Same bytes as the document's latest version → nothing is sent (``queued=False``)
     unless ``force`` (then the same version is re-sent: a no-op for the index).
@@ -86,7 +89,7 @@ async def ingest_file(path: Path, *, project: str, category: str, store: ObjectS
         project=project, category=category, filename=filename, sha256=sha256 or sha256_file(path),
         size=path.stat().st_size, content_type=content_type, store=store, metadata=metadata,
         producer=producer, put_raw=put_raw, document_id=document_id, callback_url=callback_url,
-        force=force, user_metadata=user_metadata)
+        force=force, user_metadata=user_metadata, burst=burst)
     return replace(result, path=path)
 
 
@@ -95,7 +98,8 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
                         put_raw: Callable[[str], Awaitable[None]],
                         document_id: Optional[str] = None, callback_url: Optional[str] = None,
                         force: bool = False, user_metadata: Optional[dict] = None,
-                        require_live: bool = False, new_version: bool = False) -> IngestResult:
+                        require_live: bool = False, new_version: bool = False,
+                        burst: Optional[int] = None) -> IngestResult:
     """Register a version of bytes whose ``sha256`` (hex) and ``size`` (bytes) are
     known, store them with ``put_raw(raw_key)`` and produce QUEUED + the upload event.
 
@@ -112,7 +116,10 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
     makes a new version of the same bytes (``Metadata.register_version``);
     ``require_live``: raise ``adapters.metadata.DocumentGone`` when a delete covers the
     document's latest version (a metadata update); ``new_version``: a new version even
-    of unchanged bytes and metadata (``ragstream reprocess``, streams/reprocess.py).
+    of unchanged bytes and metadata (``ragstream reprocess``, streams/reprocess.py);
+    ``burst``: the project lanes' threshold (None: the ``fair_project_burst`` setting;
+    0: off) — a version of a project with more in flight goes to the bulk lane
+    (:func:`upload_partition`).
     ``result.path`` is ``Path(filename)``.  Raises InvalidDocumentId for a malformed
     id, and the broker's errors when it is unreachable
     (the version stays registered and unqueued: a retry or the normalize worker's
@@ -133,20 +140,39 @@ async def queue_version(*, project: str, category: str, filename: str, sha256: s
     # events out (outbox: queued_at is set only once the broker acknowledged them)
     if alloc.created or not await store.exists(alloc.raw_key):
         await put_raw(alloc.raw_key)
+    bulk, partition = await upload_partition(project, document_id, metadata, producer, burst)
     event = UploadEvent(
         document_id=document_id, version=alloc.version, action=UPLOAD, project=project,
         category=category, filename=filename, bucket=store.bucket, key=alloc.raw_key,
         sha256=sha256, size=size, content_type=content_type,
-        callback_url=callback_url, submitted_at=time.time())
+        callback_url=callback_url, submitted_at=time.time(), bulk=bulk)
     keys = DocumentKeys(metadata.pool)  # the version's data key is made here (sealing)
     with tracing.root_span("upload", event):  # the version's trace starts here
         await send_record(producer, STATUS, document_id, await keys.seal(status_event(
             document_id, alloc.version, DocumentStatus.QUEUED, stage="upload", project=project,
             filename=filename, callback_url=callback_url)))
-        await send_record(producer, UPLOADS, document_id, await keys.seal(event))
+        await send_record(producer, UPLOADS, document_id, await keys.seal(event), partition=partition)
     await metadata.mark_queued(document_id, alloc.version)
     return IngestResult(Path(filename), document_id, alloc.version, True, raw_key=alloc.raw_key,
                         project=project)
+
+
+async def upload_partition(project: str, document_id: str, metadata: Metadata, producer,
+                           burst: Optional[int] = None) -> tuple[bool, Optional[int]]:
+    """``(bulk, partition)`` of an upload event on ``uploads``: bulk when ``project``
+    has more than ``burst`` versions (None: the ``fair_project_burst`` setting) in
+    flight — registered in the last ``fair_project_window_s`` seconds, this one
+    included, and not finished (topics/lanes.py ``burst_lane``) — and the partition in
+    that lane's half; ``(False, None)`` (the key picks) when project lanes are off
+    (``burst`` 0)."""
+    settings = get_settings()
+    burst = settings.fair_project_burst if burst is None else burst
+    if burst <= 0:
+        return False, None
+    in_flight = await metadata.in_flight_versions(project, settings.fair_project_window_s, burst + 1)
+    bulk = burst_lane(in_flight, burst)
+    partitions = len(await producer.partitions_for(UPLOADS.name) or ())
+    return bulk, half_partition(document_id, bulk, partitions)
 
 
 async def queue_delete(*, document_id: str, version: int, project: str, category: str,

@@ -31,11 +31,13 @@ async def producer(bootstrap: str) -> AsyncIterator[AIOKafkaProducer]:
         await prod.stop()
 
 
-async def send_record(prod: AIOKafkaProducer, spec: TopicSpec, key: str, record: faust.Record) -> None:
-    """Send ``record`` (its orjson serialisation) to ``spec``'s topic, keyed by ``key``;
-    waits for the broker's acknowledgement.  The record's version span, when tracing
+async def send_record(prod: AIOKafkaProducer, spec: TopicSpec, key: str, record: faust.Record,
+                      partition: Optional[int] = None) -> None:
+    """Send ``record`` (its orjson serialisation) to ``spec``'s topic, keyed by ``key``
+    (on ``partition`` when given: a lane, topics/lanes.py; else the key picks); waits
+    for the broker's acknowledgement.  The record's version span, when tracing
     (streams/tracing.py), goes in the headers."""
-    await prod.send_and_wait(spec.name, key=key.encode(), value=record.dumps(),
+    await prod.send_and_wait(spec.name, key=key.encode(), value=record.dumps(), partition=partition,
                              headers=tracing.headers_for(record))
 
 

@@ -174,6 +174,20 @@ class Settings(BaseSettings):
     # records per poll of the embed app; partitions take turns poll by poll
     # (streams/fair_fetch.py: the embedded broker ignores the byte limit, quirk 12)
     embed_poll_records: int = 64
+    # project lanes (topics/lanes.py burst_lane): a project with more than
+    # fair_project_burst versions in flight (registered in the last
+    # fair_project_window_s seconds, not finished) sends its next uploads to the bulk
+    # lane, so another project's single file never waits behind its backlog; 0: off
+    fair_project_burst: int = 8
+    fair_project_window_s: float = 600.0
+    # consumers poll a laned topic's first half before its bulk half, but every
+    # fair_bulk_turn-th poll, the bulk lane's least share (streams/fair_fetch.py)
+    fair_bulk_turn: int = 4
+    # the document-level stages (normalize, partition, chunk: up to seconds per event)
+    # poll and buffer this few events, so an event on a lane's partition is at most
+    # these few behind another lane's (Faust's defaults: every fetched record, 4096)
+    task_poll_records: int = 1
+    task_stream_buffer: int = 2
     index_max_batch: int = 256
     index_batch_within_s: float = 0.5
     # seconds between Milvus flushes of a project's new rows (agents/index.py

@@ -103,3 +103,82 @@ def test_partitions_take_turns_poll_by_poll(stack):
     rotate_partially_drained()
     assert _polls_until_second_partition(stack, rotate=True) <= 2
     assert _polls_until_second_partition(stack, rotate=False) > 10
+
+
+def _polls_until_first_half(stack, prefer: bool) -> int:
+    """On an 8-partition topic whose bulk half (4-7) has 300 records each, fetched: polls
+    of at most 20 records until one of partition 0's (5, sent after) comes."""
+    from streams import fair_fetch
+
+    async def scenario() -> int:
+        topic = await _topic(stack.kafka_bootstrap, 8)
+        if prefer:
+            fair_fetch.prefer_lanes([topic], bulk_turn=4)
+        await _fill(stack.kafka_bootstrap, topic, {p: 300 for p in range(4, 8)})
+        consumer = _consumer(stack.kafka_bootstrap, topic, max_poll_records=20)
+        await consumer.start()
+        try:
+            while not await consumer.getmany(timeout_ms=2000):
+                pass
+            await asyncio.sleep(2)  # every bulk partition fetched
+            await _fill(stack.kafka_bootstrap, topic, {0: 5})
+            await asyncio.sleep(2)
+            for polls in range(1, 100):
+                if any(tp.partition == 0 for tp in await consumer.getmany(timeout_ms=2000)):
+                    return polls
+            return 100
+        finally:
+            await consumer.stop()
+            fair_fetch._LANED.pop(topic, None)
+
+    return run(scenario())
+
+
+def test_a_laned_topic_polls_its_first_half_first(stack):
+    """Lanes first (fair_fetch.prefer_lanes): a single file's records on the first half
+    come in the first poll or the next (a bulk turn), where the rotation alone serves
+    the four fetched bulk partitions first."""
+    from streams.fair_fetch import rotate_partially_drained
+
+    rotate_partially_drained()
+    assert _polls_until_first_half(stack, prefer=True) <= 2
+    assert _polls_until_first_half(stack, prefer=False) >= 4
+
+
+class _Cluster:
+    def partitions_for_topic(self, topic):
+        return set(range(8)) if topic == "laned" else {0, 1}
+
+
+class _Fetcher:
+    """The two attributes of aiokafka's Fetcher that the preference reads."""
+
+    def __init__(self, tps):
+        import collections
+
+        self._records = collections.OrderedDict((tp, object()) for tp in tps)
+        self._client = type("Client", (), {"cluster": _Cluster()})()
+
+
+def test_the_bulk_half_goes_last_but_every_bulk_turn_th_poll():
+    """Deterministic: with fetched records on both halves, the bulk half's partitions
+    are moved behind the first half's on three polls of four and left in the rotation's
+    order on the fourth (the bulk lane's least share); a topic without lanes is never
+    reordered."""
+    from aiokafka.structs import TopicPartition as TP
+
+    from streams import fair_fetch
+
+    fair_fetch.prefer_lanes(["laned"], bulk_turn=4)
+    try:
+        order = [TP("laned", 5), TP("other", 1), TP("laned", 1), TP("laned", 6), TP("laned", 0)]
+        fetcher = _Fetcher(order)
+        firsts = []
+        for _ in range(8):
+            fetcher._records = type(fetcher._records)((tp, None) for tp in order)
+            fair_fetch._bulk_last(fetcher)
+            firsts.append(list(fetcher._records))
+        preferred = [TP("other", 1), TP("laned", 1), TP("laned", 0), TP("laned", 5), TP("laned", 6)]
+        assert firsts == [preferred, preferred, preferred, order] * 2
+    finally:
+        fair_fetch._LANED.pop("laned", None)

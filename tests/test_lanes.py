@@ -26,3 +26,23 @@ def test_lanes_off():
     assert lane_partition("p.d", 3000, 1, 64) is None  # one partition: nothing to separate
     with pytest.raises(ValueError):
         lane_partition("p.d", -1, 4, 64)
+
+
+def test_a_project_burst_sends_even_small_documents_to_the_bulk_lane():
+    """Project lanes: a document of a project's burst (``bulk``) goes to the bulk half
+    whatever its size; the other project's small one stays in the first half."""
+    from topics.lanes import half_partition
+
+    ids = [f"proj.doc-{i}" for i in range(200)]
+    assert {lane_partition(d, 3, 4, 64, bulk=True) for d in ids} == {2, 3}
+    assert {half_partition(d, True, 4) for d in ids} == {2, 3}
+    assert {half_partition(d, False, 4) for d in ids} == {0, 1}
+    assert half_partition("proj.doc-1", True, 1) is None  # one partition: the key picks
+    assert lane_partition("proj.doc-1", 3, 4, 0, bulk=True) is None  # size lanes off
+
+
+def test_burst_lane_counts_beyond_the_threshold():
+    from topics.lanes import burst_lane
+
+    assert [burst_lane(n, 8) for n in (1, 8, 9, 500)] == [False, False, True, True]
+    assert not burst_lane(10_000, 0)  # 0: project lanes off

@@ -63,9 +63,11 @@ UPLOADS = TopicSpec("ragstream.uploads", UploadEvent,
 PARTITION_TASKS = TopicSpec("ragstream.partition-tasks", PartitionTask,
                             "normalized files (whole documents) to partition")
 # a lane of their own, read by a second agent of the partition stage with its own
-# concurrency: a whole small document never queues behind a long PDF's ranges
+# concurrency: a whole small document never queues behind a long PDF's ranges, nor
+# behind another project's bulk upload (its whole documents come here too)
 PAGE_RANGES = TopicSpec("ragstream.page-ranges", PartitionTask,
-                        "page ranges (parts) of split documents to partition")
+                        "page ranges (parts) of split documents, and whole documents of a "
+                        "project's burst (the bulk lane, topics/lanes.py), to partition")
 ELEMENTS = TopicSpec("ragstream.elements", ElementsReady,
                      "partitioned elements stored as JSON in object storage")
 CHUNKS = TopicSpec("ragstream.chunks", Chunk, "one event per chunk (chunk_by_title, sized to the embedder's word-piece limit)")

@@ -16,6 +16,19 @@ buffer behind.
 
 Used for ``chunks`` (agents/chunk.py) and ``enhanced-chunks`` (agents/enhance.py).
 Replays and reindexes read every partition, so they are unaffected.
+
+Project lanes (:func:`burst_lane`): a project with more than ``fair_project_burst``
+versions in flight (registered in the last ``fair_project_window_s`` seconds and not
+finished) is uploading in bulk; its next uploads are marked ``bulk`` and every topic of their way
+(``uploads``, ``partition-tasks``, ``elements`` — where a split document is bulk too —
+and the chunk topics) puts them in the bulk half, so
+another project's single file, in the other half, is never queued behind the
+backlog (issue 26: one tenant's 200-document upload made another's file wait for
+all 200).  The mark travels on the records (``UploadEvent.bulk`` →
+``PartitionTask.bulk`` → ``ElementsReady.bulk`` → ``Chunk.bulk``).  Events of one
+document may then sit in two lanes (a bulk v1, an interactive v2 or delete): the
+stages' guard skips a superseded or deleted version whatever the order, as it does
+for redeliveries (agents/runner.py).
 """
 from __future__ import annotations
 
@@ -24,19 +37,34 @@ from typing import Optional
 
 
 def lane_partition(document_id: str, chunks_total: int, partitions: int,
-                   small_chunks: int) -> Optional[int]:
+                   small_chunks: int, bulk: bool = False) -> Optional[int]:
     """The partition for a chunk of ``document_id`` (of ``chunks_total`` chunks) on a
     topic of ``partitions`` partitions, or None to let the key pick (lanes off:
     ``small_chunks`` <= 0, or fewer than 2 partitions).
 
-    Small lane (``chunks_total <= small_chunks``): partitions ``[0, max(1, p // 2))``;
-    bulk lane: the rest.  Raises ValueError for a negative ``chunks_total``."""
+    Small lane (``chunks_total <= small_chunks`` and not ``bulk``, a project's burst):
+    partitions ``[0, max(1, p // 2))``; bulk lane: the rest.  Raises ValueError for a
+    negative ``chunks_total``."""
     if chunks_total < 0:
         raise ValueError(f"chunks_total must be >= 0, got {chunks_total}")
-    if small_chunks <= 0 or partitions < 2:
+    if small_chunks <= 0:
+        return None
+    return half_partition(document_id, bulk or chunks_total > small_chunks, partitions)
+
+
+def half_partition(document_id: str, bulk: bool, partitions: int) -> Optional[int]:
+    """``document_id``'s partition in the bulk half (``bulk``) or the other half of a
+    topic of ``partitions`` partitions: CRC-32 of the id within the half, the same on
+    every worker and every redelivery; None (the key picks) below 2 partitions."""
+    if partitions < 2:
         return None
     small = max(1, partitions // 2)
     pick = zlib.crc32(document_id.encode("utf-8"))
-    if chunks_total <= small_chunks:
-        return pick % small
-    return small + pick % (partitions - small)
+    return small + pick % (partitions - small) if bulk else pick % small
+
+
+def burst_lane(in_flight: int, burst: int) -> bool:
+    """True (bulk lane) when a project's versions in flight, ``in_flight`` (this one
+    included), exceed ``burst`` (the ``fair_project_burst`` setting; 0 turns project
+    lanes off)."""
+    return burst > 0 and in_flight > burst
