@@ -87,7 +87,8 @@ def scale(pages: int = typer.Option(300, help="pages in the generated PDF"),
 
 
 @bench_app.command("fairness")
-def fairness(pages: int = typer.Option(400, min=1, help="pages of the big born-digital PDF"),
+def fairness(pages: int = typer.Option(400, min=0, help="pages of the big born-digital PDF (0: skip it, "
+                                        "only the cross-project part)"),
              small: int = typer.Option(10, min=1, help="one-page documents uploaded one by one"),
              timeout: float = typer.Option(300.0, help="seconds allowed to each small document"),
              interval: float = typer.Option(5.0, min=0.0, help="seconds between two small uploads"),
@@ -95,10 +96,15 @@ def fairness(pages: int = typer.Option(400, min=1, help="pages of the big born-d
                                             "pages, OCRed beside the big PDF"),
              start: str = typer.Option("EMBEDDING", help="the big document's status at the first small "
                                        "upload: EMBEDDING or PARTITIONING"),
+             backlog: int = typer.Option(200, min=0, help="then one project uploads this many documents "
+                                         "at once and a second project single files (0: skip)"),
+             singles: int = typer.Option(5, min=1, help="the second project's files, one by one"),
              only_on: bool = typer.Option(False, "--only-on", help="skip the lanes-off baseline run")) -> None:
     """Small documents uploaded while a big PDF is parsed (--start PARTITIONING) or its
-    chunks embedded (EMBEDDING), lanes off then on; starts the dev stack (stop it with
-    `ragstream dev down`); last line small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=… ."""
+    chunks embedded (EMBEDDING), then a second project's files while a first project's
+    --backlog drains; lanes off then on; starts the dev stack (stop it with `ragstream dev
+    down`); last line small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=…
+    cross_project_p95_s=<on> cross_project_p95_off_s=<off>."""
     from bench.fairness import bench_fairness
 
     if start not in ("EMBEDDING", "PARTITIONING"):
@@ -106,7 +112,8 @@ def fairness(pages: int = typer.Option(400, min=1, help="pages of the big born-d
         raise typer.Exit(code=2)
     modes = ("lanes on",) if only_on else ("lanes off", "lanes on")
     bench_fairness(pages, small, Console(width=160), per_doc_timeout_s=timeout, modes=modes,
-                   interval_s=interval, start_at=start, scan_pages=scan_pages)
+                   interval_s=interval, start_at=start, scan_pages=scan_pages, backlog=backlog,
+                   singles=singles)
 
 
 @bench_app.command("long-docx")

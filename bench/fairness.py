@@ -25,13 +25,15 @@ Last line: ``small_p95_s=<on> small_p95_off_s=<off> embed_wait_p95_s=<on>
 embed_wait_p95_off_s=<off>``.  Both modes run in the same invocation on the same
 machine (the baseline).  With ``scan_pages``, an image-only PDF of that many pages
 (profile ``scanned``: OCR, 10-page ranges) is uploaded just before the big PDF and
-deleted with it; the cross-project backlog of issue 26 is not part of this run.
+deleted with it.  With ``backlog``, each mode's worker then runs the cross-project
+part (bench/fairness_projects.py): one project's bulk upload of ``backlog`` documents,
+another project's ``singles`` files one by one; the last line adds
+``cross_project_p95_s=<on> cross_project_p95_off_s=<off>``.  ``pages`` 0 skips the big
+document (only the cross-project part runs).
 """
 from __future__ import annotations
 
 import asyncio
-import random
-import re
 import statistics
 import tempfile
 import time
@@ -42,14 +44,20 @@ from typing import Optional
 
 from rich.console import Console
 
-_README = Path(__file__).resolve().parents[1] / "README.md"
+from bench.fairness_docs import StatusTimes, dense_pdf, scanned_pdf, small_docs
+
+__all__ = ["FairnessRun", "SmallDoc", "StatusTimes", "bench_fairness", "dense_pdf", "scanned_pdf",
+           "small_docs"]
 
 #: environment of the "lanes off" worker: no lanes, Faust's consumer defaults
 LANES_OFF = {"RAGSTREAM_FAIR_SMALL_DOCUMENT_CHUNKS": "0",
              "RAGSTREAM_PAGE_RANGE_LANE": "false",
              "RAGSTREAM_EMBED_FETCH_MAX_BYTES": str(1024 * 1024),
              "RAGSTREAM_EMBED_STREAM_BUFFER": "4096",
-             "RAGSTREAM_EMBED_POLL_RECORDS": "100000"}
+             "RAGSTREAM_EMBED_POLL_RECORDS": "100000",
+             "RAGSTREAM_FAIR_PROJECT_BURST": "0",
+             "RAGSTREAM_TASK_POLL_RECORDS": "100000",
+             "RAGSTREAM_TASK_STREAM_BUFFER": "4096"}
 
 
 @dataclass
@@ -85,97 +93,6 @@ class FairnessRun:
         ``timeout_s``."""
         vals = sorted(v if v is not None else timeout_s for v in values)
         return vals[max(0, -(-95 * len(vals) // 100) - 1)] if vals else 0.0
-
-
-def _words(seed: str) -> tuple[random.Random, list[str]]:
-    vocab = re.findall(r"[A-Za-z][A-Za-z'-]{2,}", _README.read_text(encoding="utf-8"))
-    return random.Random(seed), vocab
-
-
-def dense_pdf(path: Path, pages: int, salt: str) -> Path:
-    """A born-digital PDF of ``pages`` A4 pages, each a heading and five paragraphs of
-    ~90 words drawn (seeded by ``salt``) from the README's vocabulary: several chunks
-    per page, text unique to ``salt``."""
-    from reportlab.lib.pagesizes import A4
-    from reportlab.lib.styles import getSampleStyleSheet
-    from reportlab.platypus import PageBreak, Paragraph, SimpleDocTemplate
-
-    rng, vocab = _words(salt)
-    styles = getSampleStyleSheet()
-    story = []
-    for n in range(1, pages + 1):
-        story.append(Paragraph(f"Part {n} ({salt})", styles["Heading1"]))
-        for k in range(5):
-            story.append(Paragraph(f"Paragraph {n}.{k}: " + " ".join(rng.choices(vocab, k=90)),
-                                   styles["BodyText"]))
-        story.append(PageBreak())
-    SimpleDocTemplate(str(path), pagesize=A4, invariant=1).build(story)
-    return path
-
-
-def scanned_pdf(source: Path, out: Path, pages: int, dpi: int = 100) -> Path:
-    """An image-only PDF of ``pages`` pages: the pages of ``source`` rendered at ``dpi``
-    (grayscale JPEG, pypdfium2 + Pillow), repeated as needed; no text layer, so every
-    page is OCRed (profile ``scanned``)."""
-    import pypdfium2
-
-    doc = pypdfium2.PdfDocument(str(source))
-    try:
-        n = len(doc)
-        images = [doc[i % n].render(scale=dpi / 72).to_pil().convert("L") for i in range(pages)]
-    finally:
-        doc.close()
-    images[0].save(out, format="PDF", save_all=True, append_images=images[1:], resolution=dpi)
-    return out
-
-
-def small_docs(folder: Path, n: int, salt: str) -> list[Path]:
-    """``n`` one-page text documents (~300 words each), text unique to ``salt``."""
-    rng, vocab = _words(salt + "-small")
-    folder.mkdir(parents=True, exist_ok=True)
-    out = []
-    for i in range(n):
-        body = "\n\n".join(f"Note {i}.{k} ({salt}): " + " ".join(rng.choices(vocab, k=60))
-                           for k in range(5))
-        path = folder / f"note-{i:02d}.txt"
-        path.write_text(body + "\n", encoding="utf-8")
-        out.append(path)
-    return out
-
-
-class StatusTimes:
-    """First time each ``(document_id, status)`` was seen on the changelog (event
-    time, Unix seconds), collected by a background task."""
-
-    def __init__(self, settings) -> None:
-        self.settings, self.first = settings, {}
-        self.last: dict[str, object] = {}
-        self._task: Optional[asyncio.Task] = None
-
-    async def _run(self) -> None:
-        from streams.kafka_io import tail_status
-
-        async for ev in tail_status(self.settings.kafka_bootstrap, from_beginning=False):
-            self.first.setdefault((ev.document_id, ev.status), ev.at)
-            self.last[ev.document_id] = ev
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-
-    async def wait_for(self, document_id: str, statuses: set[str], timeout_s: float) -> Optional[str]:
-        """The first of ``statuses`` the document reaches within ``timeout_s``, else None."""
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            for s in statuses:
-                if (document_id, s) in self.first:
-                    return s
-            await asyncio.sleep(0.1)
-        return None
 
 
 async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console: Console,
@@ -246,9 +163,13 @@ async def _run_mode(settings, mode: str, big: Path, smalls: list[Path], console:
 
 def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: float = 300.0,
                    modes: tuple[str, ...] = ("lanes off", "lanes on"), interval_s: float = 5.0,
-                   start_at: str = "EMBEDDING", scan_pages: int = 0) -> dict[str, FairnessRun]:
+                   start_at: str = "EMBEDDING", scan_pages: int = 0, backlog: int = 0,
+                   singles: int = 5) -> dict[str, FairnessRun]:
     """Start the stack and run every mode (see the module docstring); prints each small
-    document's times and the summary line; returns the runs by mode."""
+    document's times and the summary line; returns the runs by mode (the big-document
+    part's; empty runs when ``pages`` is 0)."""
+    from bench.fairness_projects import cross_project, cross_project_inputs
+
     import devstack
     from devstack.worker_process import start_worker, stop_worker
     from streams.settings import get_settings
@@ -259,18 +180,25 @@ def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: 
     asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions))
     work = Path(tempfile.mkdtemp(prefix="ragstream-fairness-"))
     runs: dict[str, FairnessRun] = {}
+    cross: dict = {}
     for mode in modes:
         salt = uuid.uuid4().hex[:8]
-        big = dense_pdf(work / f"report-{salt}.pdf", pages, salt)
-        scan = scanned_pdf(dense_pdf(work / f"scan-source-{salt}.pdf", min(scan_pages, 50), salt + "s"),
-                           work / f"scan-{salt}.pdf", scan_pages) if scan_pages else None
-        smalls = small_docs(work / salt, small, salt)
         env = LANES_OFF if mode == "lanes off" else {}
         worker = start_worker(settings.data_dir / "logs" / f"bench-fairness-{mode.replace(' ', '-')}.log",
                               env=env)
         try:
-            runs[mode] = asyncio.run(_run_mode(settings, mode, big, smalls, console, per_doc_timeout_s,
-                                               interval_s, start_at, scan))
+            if pages:
+                big = dense_pdf(work / f"report-{salt}.pdf", pages, salt)
+                scan = scanned_pdf(dense_pdf(work / f"scan-source-{salt}.pdf", min(scan_pages, 50),
+                                             salt + "s"), work / f"scan-{salt}.pdf", scan_pages) \
+                    if scan_pages else None
+                runs[mode] = asyncio.run(_run_mode(settings, mode, big, small_docs(work / salt, small, salt),
+                                                   console, per_doc_timeout_s, interval_s, start_at, scan))
+            if backlog:
+                pdfs, solo = cross_project_inputs(work, backlog, singles)
+                cross[mode] = asyncio.run(cross_project(
+                    settings, mode, pdfs, solo, console, interval_s, per_doc_timeout_s,
+                    burst=0 if mode == "lanes off" else None))
         finally:
             stop_worker(worker)
     figures = {}
@@ -286,6 +214,17 @@ def bench_fairness(pages: int, small: int, console: Console, per_doc_timeout_s: 
                       f"p50 {med:.1f} s p95 {figures[mode][0]:.1f} s; embed wait p95 {figures[mode][1]:.1f} s",
                       soft_wrap=True)
     on, off = figures.get("lanes on", (0.0, 0.0)), figures.get("lanes off", (0.0, 0.0))
-    console.print(f"small_p95_s={on[0]:.1f} small_p95_off_s={off[0]:.1f} "
-                  f"embed_wait_p95_s={on[1]:.1f} embed_wait_p95_off_s={off[1]:.1f}", soft_wrap=True)
+    last = (f"small_p95_s={on[0]:.1f} small_p95_off_s={off[0]:.1f} "
+            f"embed_wait_p95_s={on[1]:.1f} embed_wait_p95_off_s={off[1]:.1f}") if runs else ""
+    if cross:
+        p95 = {mode: FairnessRun(mode).p95(c.single_s, per_doc_timeout_s) for mode, c in cross.items()}
+        for mode, c in cross.items():
+            med = statistics.median(v if v is not None else per_doc_timeout_s for v in c.single_s)
+            console.print(f"{mode}: a second project's {len(c.single_s)} files while the first's {backlog} "
+                          f"documents drain: upload→COMPLETED p50 {med:.1f} s p95 {p95[mode]:.1f} s; the "
+                          f"backlog uploaded in {c.backlog_upload_s} s, drained after {c.backlog_drained_s} s "
+                          f"({c.backlog_failed} not COMPLETED)", soft_wrap=True)
+        last += (f" cross_project_p95_s={p95.get('lanes on', 0.0):.1f}"
+                 f" cross_project_p95_off_s={p95.get('lanes off', 0.0):.1f}")
+    console.print(last.strip(), soft_wrap=True)
     return runs
