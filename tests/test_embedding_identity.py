@@ -187,8 +187,11 @@ async def _run_embed_stage(embedder, pool, texts: list[str]) -> np.ndarray:
 
     sent = []
 
-    async def send(key, value):
+    async def send(key, value, partition=None):
         sent.append(value)
+
+    async def partition_count(topic):
+        return 4
 
     async def emit(*a, **kw):
         return None
@@ -200,7 +203,9 @@ async def _run_embed_stage(embedder, pool, texts: list[str]) -> np.ndarray:
         return EmbeddingCache(pool)
 
     ctx = SimpleNamespace(emit=emit, topics=SimpleNamespace(embeddings=SimpleNamespace(send=send)),
-                          resources=SimpleNamespace(embedder=get_embedder, embedding_cache=get_cache))
+                          resources=SimpleNamespace(embedder=get_embedder, embedding_cache=get_cache),
+                          settings=SimpleNamespace(fair_small_document_chunks=64),
+                          partition_count=partition_count)
     doc = "doc-" + uuid.uuid4().hex[:8]
     chunks = [Chunk(chunk_id=f"{doc}:1:{i}", document_id=doc, version=1, index=i, total=len(texts),
                     project="p", category="default", filename="f.txt", text=t, page_number=1,
