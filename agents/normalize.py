@@ -69,9 +69,10 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     bulk = event.bulk and ctx.settings.fair_project_burst > 0
     spread = (len(ranges) > 1 or bulk) and ctx.settings.page_range_lane
     topic = ctx.topics.page_ranges if spread else ctx.topics.partition_tasks
-    partitions = await ctx.partition_count(topic) if spread or len(ranges) > 1 else 1
+    round_robin = spread or len(ranges) > 1
+    partitions = await ctx.partition_count(topic) if round_robin else 1
     for part, (start, end) in enumerate(ranges):
-        partition = task_partition(event.document_id, part, partitions) if spread or len(ranges) > 1 \
+        partition = task_partition(event.document_id, part, partitions) if round_robin \
             else await whole_partition(ctx, event)
         await topic.send(key=event.document_id, partition=partition, value=PartitionTask(
             document_id=event.document_id, version=event.version, project=event.project,

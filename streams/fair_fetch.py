@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from topics.lanes import in_bulk_half
+
 _MARK = "_ragstream_rotates"
 
 
@@ -88,6 +90,5 @@ def _bulk_last(fetcher: Any) -> None:
         turn = _LANED.get(tp.topic)
         if not turn or polls % turn == 0:
             continue
-        count = len(cluster.partitions_for_topic(tp.topic) or ())
-        if count >= 2 and tp.partition >= max(1, count // 2):
+        if in_bulk_half(tp.partition, len(cluster.partitions_for_topic(tp.topic) or ())):
             records.move_to_end(tp)

@@ -58,9 +58,20 @@ def half_partition(document_id: str, bulk: bool, partitions: int) -> Optional[in
     every worker and every redelivery; None (the key picks) below 2 partitions."""
     if partitions < 2:
         return None
-    small = max(1, partitions // 2)
+    small = _first_half(partitions)
     pick = zlib.crc32(document_id.encode("utf-8"))
     return small + pick % (partitions - small) if bulk else pick % small
+
+
+def in_bulk_half(partition: int, partitions: int) -> bool:
+    """True when ``partition`` of a topic of ``partitions`` partitions is in the bulk
+    half that :func:`half_partition` uses (never below 2 partitions)."""
+    return partitions >= 2 and partition >= _first_half(partitions)
+
+
+def _first_half(partitions: int) -> int:
+    """Partitions in the first (small/interactive) lane: ``max(1, partitions // 2)``."""
+    return max(1, partitions // 2)
 
 
 def burst_lane(in_flight: int, burst: int) -> bool:
