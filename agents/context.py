@@ -93,19 +93,22 @@ class StageContext:
     @classmethod
     def for_app(cls, app: faust.App, settings: Settings,
                 pool_workers: Optional[int] = None,
-                pool_preload: bool = False) -> "StageContext":
+                pool_preload: bool = False, bulk_workers: int = 0) -> "StageContext":
         """The context of ``app``'s stage; ``pool_workers``: processes of its
-        blocking-work pool (None: the ``stage_workers`` setting); ``pool_preload``:
+        blocking-work pools (None: the ``stage_workers`` setting), ``bulk_workers`` of
+        them niced for bulk-lane work (streams/resources.py); ``pool_preload``:
         its processes fork from a server that has loaded the parsers (stages/pool.py),
         and the pool starts with the app instead of on the first task."""
-        ctx = cls(app, settings, bind_topics(app), Resources(settings, pool_workers, pool_preload))
+        ctx = cls(app, settings, bind_topics(app), Resources(settings, pool_workers, pool_preload,
+                                                           bulk_workers))
         ctx.topics = tracked(ctx.topics, ctx.seal)
 
         if pool_preload:
             @app.task
             async def _start_pool() -> None:
                 try:
-                    await ctx.resources.pool.start()
+                    for pool in ctx.resources.pools():
+                        await pool.start()
                 except Exception:  # noqa: BLE001 - the first task starts the pool instead
                     log.warning("starting the blocking-work pool early failed", exc_info=True)
 

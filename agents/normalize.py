@@ -66,7 +66,7 @@ async def normalize_one(ctx: StageContext, event: UploadEvent) -> None:
     # whole document of a project's burst (the partition stage's bulk lane: its parse
     # slots are the ranges'); another whole document's task goes to its lane's half of
     # partition-tasks (or follows its key, project lanes off)
-    bulk = event.bulk and ctx.settings.fair_project_burst > 0
+    bulk = event.bulk and ctx.settings.project_lanes
     spread = (len(ranges) > 1 or bulk) and ctx.settings.page_range_lane
     topic = ctx.topics.page_ranges if spread else ctx.topics.partition_tasks
     round_robin = spread or len(ranges) > 1
@@ -86,7 +86,7 @@ async def whole_partition(ctx: StageContext, event: UploadEvent):
     """The ``partition-tasks`` partition of a document in one piece: its project lane's
     half (topics/lanes.py, ``event.bulk``) when project lanes are on, else None (the
     key picks)."""
-    if ctx.settings.fair_project_burst <= 0:
+    if not ctx.settings.project_lanes:
         return None
     return half_partition(event.document_id, event.bulk,
                           await ctx.partition_count(ctx.topics.partition_tasks))

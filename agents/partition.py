@@ -84,7 +84,7 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
     with tempfile.TemporaryDirectory(prefix="ragstream-partition-") as tmp:
         path = await store.download(task.key, Path(tmp) / f"input.{task.filetype}", bucket=task.bucket)
         try:
-            elements = await ctx.resources.pool.run(
+            elements = await ctx.resources.pool_for(task.bulk or task.parts > 1).run(
                 partition_file, path, task.filetype, profile, pages, task.filename,
                 timeout_s=ctx.settings.partition_timeout_s)
         except EmptyDocument:
@@ -126,7 +126,7 @@ async def send_elements(ctx: StageContext, task: PartitionTask, elements: list[d
     # the bulk lane when the document came in a project's burst or is split
     partition = half_partition(task.document_id, task.bulk or task.parts > 1,
                                await ctx.partition_count(ctx.topics.elements)) \
-        if ctx.settings.fair_project_burst > 0 else None
+        if ctx.settings.project_lanes else None
     await ctx.topics.elements.send(key=task.document_id, partition=partition, value=ElementsReady(
         document_id=task.document_id, version=task.version, project=task.project,
         category=task.category, filename=task.filename, bucket=task.bucket,
@@ -141,6 +141,14 @@ def pool_workers(settings) -> int:
     ranges), at least ``stage_workers``."""
     return max(settings.stage_workers,
                settings.partition_concurrency + settings.partition_range_concurrency)
+
+
+def bulk_pool_workers(settings) -> int:
+    """Of :func:`pool_workers`, the processes that parse bulk-lane tasks (page ranges of
+    split documents, a project's burst) at ``bulk_parse_nice`` lower CPU priority: the
+    ``partition_range_concurrency`` range slots; 0 (one pool for all) when
+    ``bulk_parse_nice`` is 0."""
+    return settings.partition_range_concurrency if settings.bulk_parse_nice > 0 else 0
 
 
 def _step(task: PartitionTask) -> str:

@@ -93,10 +93,12 @@ async def cross_project(settings, mode: str, backlog: list[Path], singles: list[
                 path, project=solo_project, category="default", store=store, metadata=metadata,
                 producer=prod, burst=burst)))
         for (at, r), path in zip(solo, singles):
-            await times.wait_for(r.document_id, TERMINAL, max(1.0, at + per_doc_timeout_s - time.time()))
+            end = await times.wait_for(r.document_id, TERMINAL, max(1.0, at + per_doc_timeout_s - time.time()))
             done = times.first.get((r.document_id, "COMPLETED"))
             run.single_s.append(round(done - at, 2) if done is not None else None)
-            console.print(f"  ({mode}) {solo_project}/{path.name}: COMPLETED after {run.single_s[-1]} s",
+            console.print(f"  ({mode}) {solo_project}/{path.name}: "
+                          + (f"COMPLETED after {run.single_s[-1]} s" if done is not None
+                             else f"not COMPLETED ({end or 'no outcome'} after {per_doc_timeout_s:g} s)"),
                           soft_wrap=True)
         ends = [await times.wait_for(r.document_id, TERMINAL, max(1.0, t0 + 1800 - time.time()))
                 for r in bulk]

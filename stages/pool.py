@@ -44,6 +44,7 @@ either and also ends by its deadline.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import multiprocessing
 import os
@@ -80,7 +81,9 @@ class _PoolReset(BrokenProcessPool):
     """Set on calls still in flight when ``reset(kill=True)``/``close`` stopped the pool."""
 
 
-def _init_worker() -> None:
+def _init_worker(nice: int = 0) -> None:
+    if nice > 0:
+        os.nice(nice)  # lower CPU priority only: raising it needs CAP_SYS_NICE
     ignore_stop_signals()
     limit_threads()
     from stages.filenames import install_log_escaping
@@ -217,13 +220,16 @@ class BlockingPool:
     :data:`PRELOAD_MODULES` (``stages.preload_parsers``: the parsers and their models,
     loaded once per worker process), so a new or replacement process starts with them
     loaded instead of paying seconds on its first task; without it processes are
-    spawned and load what they need on first use.
+    spawned and load what they need on first use.  ``nice`` (0–19): each process lowers
+    its CPU priority by this much when it starts (``os.nice``; a bulk pool's parses yield
+    the cores to interactive work, issue 26); 0 keeps the worker's priority.
     """
 
     def __init__(self, workers: int = 1, *, max_tasks: int = 0, join_timeout_s: float = 5.0,
-                 preload: bool = False):
+                 preload: bool = False, nice: int = 0):
         self.workers = max(1, workers)
         self.preload = preload
+        self.nice = max(0, min(19, nice))
         self.max_tasks = max(0, max_tasks)
         self.join_timeout_s = join_timeout_s
         self._pool: Optional[ProcessPool] = None
@@ -240,7 +246,8 @@ class BlockingPool:
                 self._discard_locked(self._pool, kill=True)
             if self._pool is None:
                 self._pool = ProcessPool(
-                    max_workers=self.workers, max_tasks=self.max_tasks, initializer=_init_worker,
+                    max_workers=self.workers, max_tasks=self.max_tasks,
+                    initializer=functools.partial(_init_worker, self.nice),
                     context=_context(self.preload))
                 self._inflight[self._pool] = set()
             return self._pool

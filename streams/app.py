@@ -68,7 +68,7 @@ def laned_topics(settings: Settings) -> list[str]:
     (``fair_project_burst``), the chunk topics while size lanes are on."""
     from topics import CHUNKS, ELEMENTS, EMBEDDINGS, ENHANCED, PARTITION_TASKS, UPLOADS
 
-    names = [UPLOADS.name, PARTITION_TASKS.name, ELEMENTS.name] if settings.fair_project_burst > 0 else []
+    names = [UPLOADS.name, PARTITION_TASKS.name, ELEMENTS.name] if settings.project_lanes else []
     return names + ([CHUNKS.name, ENHANCED.name, EMBEDDINGS.name]
                     if settings.fair_small_document_chunks > 0 else [])
 

@@ -1,7 +1,8 @@
 """Per-process clients shared by the agents of one worker, opened on first use.
 
 One S3 client, one PostgreSQL pool, one Milvus client, one embedder and one
-blocking-work pool per worker process, created inside the running event loop.
+blocking-work pool per worker process, created inside the running event loop; a stage
+that parses bulk-lane work (agents/partition.py) has a second, niced pool for it.
 """
 from __future__ import annotations
 
@@ -18,17 +19,33 @@ from streams.settings import Settings
 
 
 class Resources:
-    """Lazily opened clients; ``await close()`` on worker shutdown."""
+    """Lazily opened clients; ``await close()`` on worker shutdown.
+
+    ``pool_workers``: processes for blocking work in all (None: ``stage_workers``);
+    ``bulk_workers`` of them (0: none) form a pool of their own whose processes run at
+    ``bulk_parse_nice`` lower CPU priority, for bulk-lane tasks (:meth:`pool_for`)."""
 
     def __init__(self, settings: Settings, pool_workers: Optional[int] = None,
-                 pool_preload: bool = False):
+                 pool_preload: bool = False, bulk_workers: int = 0):
         self.settings = settings
-        self.pool = BlockingPool(pool_workers or settings.stage_workers, preload=pool_preload)
+        total = pool_workers or settings.stage_workers
+        self.pool = BlockingPool(max(1, total - bulk_workers), preload=pool_preload)
+        self.bulk_pool = BlockingPool(bulk_workers, preload=pool_preload, nice=settings.bulk_parse_nice) \
+            if bulk_workers > 0 else None
         self.vectors = VectorStore(settings.milvus_uri)
         self._store: Optional[ObjectStore] = None
         self._metadata: Optional[Metadata] = None
         self._embedder: Any = None
         self._lock = asyncio.Lock()
+
+    def pool_for(self, bulk: bool) -> BlockingPool:
+        """The pool for a task: the niced bulk pool for bulk-lane work when there is one
+        (a project's burst, page ranges of split documents), else the stage's pool."""
+        return self.bulk_pool if bulk and self.bulk_pool is not None else self.pool
+
+    def pools(self) -> list[BlockingPool]:
+        """Every blocking-work pool of this process (to start or close them all)."""
+        return [self.pool] + ([self.bulk_pool] if self.bulk_pool is not None else [])
 
     async def store(self) -> ObjectStore:
         """The S3 client (bucket ensured)."""
@@ -74,4 +91,5 @@ class Resources:
         if self._embedder is not None:
             await self._embedder.close()
         self.vectors.close()
-        self.pool.close()
+        for pool in self.pools():
+            pool.close()

@@ -208,6 +208,12 @@ class Settings(BaseSettings):
     # page ranges of split documents at once per partition worker, an agent and pool
     # slots of their own beside the partition_concurrency whole documents (issue 26)
     partition_range_concurrency: int = 2
+    # niceness (0-19) of the partition worker's range-slot parse processes, which parse
+    # bulk-lane tasks (page ranges of split documents, a project's burst): while they
+    # keep the cores busy the kernel gives interactive work (other documents' stages,
+    # Triton, the broker) the CPU first (issue 26, bench fairness).  0: one pool, the
+    # worker's own priority.  Lowering priority needs no privilege (raising it would)
+    bulk_parse_nice: int = Field(default=10, ge=0, le=19)
     # false: normalize queues page ranges on partition-tasks with the whole documents,
     # as before the lane (the partition stage reads both topics either way)
     page_range_lane: bool = True
@@ -309,6 +315,12 @@ class Settings(BaseSettings):
                              f"exceeds RAGSTREAM_TOPIC_REPLICATION_FACTOR={self.topic_replication_factor}: "
                              "the broker would refuse every acks=all send")
         return self
+
+    @property
+    def project_lanes(self) -> bool:
+        """Project lanes on (``fair_project_burst`` > 0): uploads in a project's burst,
+        and their partition tasks, elements and chunks, travel in the bulk lane."""
+        return self.fair_project_burst > 0
 
 
 @lru_cache(maxsize=1)

@@ -55,3 +55,8 @@ def preload_state(sleep_s: float = 0.0) -> dict:
     return {"pid": os.getpid(), "warmed": dict(module.WARMED) if module else {},
             "pdf_loaded": "unstructured.partition.pdf" in sys.modules,
             "threads": len(os.listdir("/proc/self/task"))}
+
+
+def niceness() -> int:
+    """This process's niceness (``os.nice(0)``: the current value, unchanged)."""
+    return os.nice(0)

@@ -267,3 +267,25 @@ async def test_a_long_task_is_logged_while_awaited(pool1, monkeypatch, caplog):
         assert await pool1.run(t.sleep_then, 1.8, "done", timeout_s=60) == "done"
     assert any("pool task sleep_then not done after" in r.getMessage() for r in caplog.records), \
         [r.getMessage() for r in caplog.records]
+
+
+async def test_a_bulk_pool_parses_at_lower_cpu_priority():
+    """The partition stage's range slots are a pool of their own whose processes run
+    ``bulk_parse_nice`` lower (streams/resources.py, issue 26): a page range or a
+    project's burst yields the cores to interactive work; the stage's other pool keeps
+    the worker's priority, and a bulk task goes to the niced one."""
+    from streams.resources import Resources
+    from streams.settings import Settings
+
+    base = os.nice(0)
+    resources = Resources(Settings(bulk_parse_nice=7), pool_workers=4, bulk_workers=2)
+    try:
+        assert (resources.pool.workers, resources.bulk_pool.workers) == (2, 2)
+        assert await resources.pool_for(True).run(t.niceness, timeout_s=60) == min(19, base + 7)
+        assert await resources.pool_for(False).run(t.niceness, timeout_s=60) == base
+    finally:
+        for p in resources.pools():
+            p.close()
+    plain = Resources(Settings(bulk_parse_nice=0), pool_workers=4, bulk_workers=0)
+    assert plain.pool_for(True) is plain.pool and plain.pool.workers == 4
+    plain.pool.close()
