@@ -62,7 +62,7 @@ SERVICES = ("postgres", "milvus", "s3", "triton", "broker")
 # redeploy first (a fresh stack: the Procfile groups do not exist yet); the broker
 # restart last, so that what an in-memory broker loses cannot spoil the other drills
 DRILLS: tuple[str, ...] = ("redeploy", "kill-workers", "new-versions", "tenants", "lifecycle",
-                           "hosts", *(f"restart-{s}" for s in SERVICES))
+                           "hosts", *(f"restart-{s}" for s in SERVICES))  # each one of SPECS
 
 
 # ------------------------------------------------------------------ drill run
@@ -261,14 +261,57 @@ async def _fault_redeploy(stack: Stack, run: Run) -> None:
     run.notes.append(f"procfile ready in {took:.0f}s")
 
 
-FAULTS: dict[str, Callable[[Stack, Run], Awaitable[None]]] = {
-    "redeploy": _fault_redeploy,
-    "kill-workers": _fault_kill_workers,
-    **{f"restart-{s}": _fault_restart(s) for s in SERVICES},
-    "new-versions": _fault_new_versions,
-    "tenants": fault_tenants,
-    "lifecycle": fault_lifecycle,
-    "hosts": fault_hosts,
+# -- the workers a drill runs against: each returns the seconds spent starting them --
+async def _procfile_workers(stack: Stack, run: Run) -> float:
+    """The Procfile layout (one worker per stage), kept from the previous drill."""
+    return await stack.procfile(run.name)
+
+
+async def _allinone_workers(stack: Stack, run: Run) -> float:
+    """One all-in-one ``ragstream worker`` (the redeploy drill stops it half-way)."""
+    if stack.fleet is not None:
+        await asyncio.to_thread(stack.fleet.stop)
+        stack.fleet = None
+    stack.allinone = faults.Fleet(stack.settings, run.name)
+    return await stack.allinone.start(["all"])
+
+
+async def _host_workers(stack: Stack, run: Run) -> float:
+    """Workers on hosts of their own (network namespaces), the consumer groups' only
+    members: every other worker is stopped first."""
+    run.notes += await stack.stop_workers()
+    stack.hosts = HostFleet(stack.settings, run.name, [*service_ports(stack.settings), stack.receiver.port])
+    return await stack.hosts.start()
+
+
+@dataclass(frozen=True)
+class Drill:
+    """One drill: its fault (called after the first ingest, returns when done) and how
+    its run differs from the default.
+
+    ``workers`` starts what it runs against (default: the Procfile layout);
+    ``held_back_half``: only the corpus's first half is ingested before the fault, which
+    ingests the second half itself; ``lag_must_drain``: every consumer group's lag must
+    be 0 at the end (drills/hosts.py ``lag_drained``); ``fresh_workers_after``: the
+    workers are stopped after the drill and the next one starts its own (a broker
+    restart loses an in-memory broker's groups)."""
+
+    fault: Callable[[Stack, Run], Awaitable[None]]
+    workers: Callable[[Stack, Run], Awaitable[float]] = _procfile_workers
+    held_back_half: bool = False
+    lag_must_drain: bool = False
+    fresh_workers_after: bool = False
+
+
+SPECS: dict[str, Drill] = {
+    "redeploy": Drill(_fault_redeploy, workers=_allinone_workers),
+    "kill-workers": Drill(_fault_kill_workers),
+    **{f"restart-{s}": Drill(_fault_restart(s), fresh_workers_after=s == "broker") for s in SERVICES},
+    "new-versions": Drill(_fault_new_versions),
+    "tenants": Drill(fault_tenants),
+    "lifecycle": Drill(fault_lifecycle),
+    # the second half after the cut, before the kill (drills/hosts.py)
+    "hosts": Drill(fault_hosts, workers=_host_workers, held_back_half=True, lag_must_drain=True),
 }
 
 
@@ -391,7 +434,8 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
     run = Run(name, project, stack.settings, opts, rng, stack.receiver,
               Recorder(stack.settings, project), stack.workdir / project)
     t_start = time.monotonic()
-    restart_fleet = name == "restart-broker"
+    drill = SPECS[name]
+    restart_fleet = drill.fresh_workers_after
     try:
         # every drill starts from a working stack: services up, the catalogue's topics
         # present (an in-memory broker that was restarted comes back without them)
@@ -400,35 +444,23 @@ async def run_drill(stack: Stack, name: str, index: int) -> DrillResult:
         if await ensure_topics(stack.settings.kafka_bootstrap, stack.settings.topic_partitions):
             run.notes.append("topics were missing (re-created)")
             await _topics_led(stack.settings)
-        if name == "redeploy":
-            if stack.fleet is not None:
-                await asyncio.to_thread(stack.fleet.stop)
-                stack.fleet = None
-            stack.allinone = faults.Fleet(stack.settings, name)
-            took = await stack.allinone.start(["all"])
-        elif name == "hosts":  # its own workers on its own hosts, the only group members
-            run.notes += await stack.stop_workers()
-            stack.hosts = HostFleet(stack.settings, name,
-                                    [*service_ports(stack.settings), stack.receiver.port])
-            took = await stack.hosts.start()
-        else:
-            took = await stack.procfile(name)
+        took = await drill.workers(stack, run)
         if took:
             run.notes.append(f"workers ready in {took:.0f}s")
         run.recorder.start()
         run.paths = make_corpus(run.corpus_dir, opts.docs, opts.seed)
-        if name == "hosts":  # the second half after the cut, before the kill
+        if drill.held_back_half:
             run.held_back = run.paths[(len(run.paths) + 1) // 2:]
         t_start = time.monotonic()
         await run.ingest([p for p in run.paths if p not in run.held_back])
-        await FAULTS[name](stack, run)
+        await drill.fault(stack, run)
         why = await _wait_terminal(run)
         if why:
             run.notes.append(why)
             restart_fleet = True
         else:
             await _wait_callbacks(run)
-            if name == "hosts" and (why := await lag_drained(stack.settings)):
+            if drill.lag_must_drain and (why := await lag_drained(stack.settings)):
                 run.problems.append(why)
         present = await _milvus_ids(stack.settings, project)
         totals = await _processed_totals(stack.settings, project, run.expected)

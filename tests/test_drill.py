@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from drills.drill import DRILLS
+from drills.drill import DRILLS, SPECS, select
 from drills.checks import (Callback, Ev, chunk_diff, duplicate_completions, evaluate,
                                   expected_chunk_ids, reprocessed, summary_line)
 
@@ -104,6 +104,18 @@ def test_summary_line_format():
     line = summary_line([a, b])
     assert line == "drills_passed=1/2 lost=1 extra=0 duplicate_completions=0 reprocessed=0 leaked=0"
     assert SUMMARY.match(line)
+
+
+def test_every_drill_is_declared_once_and_selected_in_order():
+    """Each drill named in DRILLS has its declaration in SPECS (fault, workers, run
+    options: the runner asks the declaration, never a drill's name); ``--only`` keeps
+    the default order and refuses unknown names."""
+    assert set(SPECS) == set(DRILLS) and len(DRILLS) == len(set(DRILLS))
+    assert SPECS["hosts"].held_back_half and SPECS["hosts"].lag_must_drain
+    assert [n for n, d in SPECS.items() if d.fresh_workers_after] == ["restart-broker"]
+    assert select("restart-broker,redeploy") == ["redeploy", "restart-broker"]
+    with pytest.raises(ValueError, match="unknown drill"):
+        select("hosts,nope")
 
 
 def test_corpus_is_deterministic_mixed_and_has_a_split_pdf(tmp_path):
