@@ -116,6 +116,20 @@ def fairness(pages: int = typer.Option(400, min=0, help="pages of the big born-d
                    singles=singles)
 
 
+@bench_app.command("idle")
+def idle(docs: int = typer.Option(10, min=1, help="one-page PDFs, uploaded one at a time"),
+         minutes: float = typer.Option(10.0, min=0.0, help="then sample the idle stack's CPU this long "
+                                       "(0: skip)"),
+         timeout: float = typer.Option(120.0, help="seconds allowed to each document")) -> None:
+    """A warm, otherwise idle stack: each one-page PDF's upload → COMPLETED and upload →
+    found by search, then the idle stack's CPU; starts the dev stack (stop it with
+    `ragstream dev down`); last line searchable_p50_s=… searchable_p95_s=…
+    completed_p50_s=… idle_cores=…."""
+    from bench.idle import bench_idle
+
+    bench_idle(docs, minutes, Console(width=160), timeout_s=timeout)
+
+
 @bench_app.command("long-docx")
 def long_docx(pages: int = typer.Option(800, help="pages in the generated DOCX"),
               workers: int = typer.Option(2, help="parse processes at once (partition workers)"),
