@@ -191,11 +191,46 @@ def by_stage(rows: Iterable[PartitionLag]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def install_lag_gauges(app: Any, stage: str, bootstrap: str, every_s: float) -> None:
+@dataclass
+class IdleBackoff:
+    """Whether a stage's lag refresh is due: always, unless the last refresh saw no lag,
+    the stage has handled no event since, and less than ``idle_every_s`` seconds have
+    passed (0: always due).  Each refresh is a Fetch round over the stage's partitions,
+    which the embedded broker answers by listing each partition's objects (broker
+    quirk 6); an idle stack need not ask every few seconds that nothing changed.
+    ``events``: the stage's handled-event count (:func:`stage_events`); times in
+    seconds of one monotonic clock."""
+
+    idle_every_s: float
+    at: Optional[float] = None
+    lag: int = -1
+    events: float = -1.0
+
+    def due(self, now: float, events: float) -> bool:
+        """True when a refresh should run now."""
+        if self.idle_every_s <= 0 or self.at is None or self.lag != 0 or events != self.events:
+            return True
+        return now - self.at >= self.idle_every_s
+
+    def refreshed(self, now: float, events: float, lag: int) -> None:
+        """Record a refresh at ``now`` that read ``lag`` messages in all."""
+        self.at, self.events, self.lag = now, events, lag
+
+
+def stage_events(stage: str) -> float:
+    """Events ``stage`` has handled in this process, any outcome (``ragstream_stage_events_total``)."""
+    from streams.metrics import STAGE_EVENTS
+
+    return sum(sample.value for metric in STAGE_EVENTS.collect() for sample in metric.samples
+               if sample.name.endswith("_total") and sample.labels.get("stage") == stage)
+
+
+def install_lag_gauges(app: Any, stage: str, bootstrap: str, every_s: float, idle_every_s: float = 0.0) -> None:
     """Refresh ``ragstream_consumer_lag`` and ``..._oldest_age_seconds`` (streams/
     metrics.py) for ``stage``'s own group every ``every_s`` seconds, from a timer of
-    the Faust ``app`` (0: do nothing).  A failed read is logged and retried next time
-    with fresh clients; the gauges keep their last values meanwhile."""
+    the Faust ``app`` (0: do nothing); while the stage is idle (no lag, no event since)
+    only every ``idle_every_s`` seconds (:class:`IdleBackoff`).  A failed read is logged
+    and retried next time with fresh clients; the gauges keep their last values meanwhile."""
     import logging
 
     from streams.metrics import CONSUMER_LAG, CONSUMER_LAG_AGE
@@ -205,9 +240,13 @@ def install_lag_gauges(app: Any, stage: str, bootstrap: str, every_s: float) -> 
     log = logging.getLogger("ragstream.lag")
     held: dict[str, LagReader] = {}
     targets = stage_targets([stage])
+    backoff = IdleBackoff(idle_every_s)
 
     @app.timer(interval=every_s, name=f"ragstream-lag-{stage}")
     async def _refresh_lag() -> None:
+        now, events = time.monotonic(), stage_events(stage)
+        if not backoff.due(now, events):
+            return
         try:
             if "reader" not in held:
                 held["reader"] = await LagReader(bootstrap).__aenter__()
@@ -224,3 +263,4 @@ def install_lag_gauges(app: Any, stage: str, bootstrap: str, every_s: float) -> 
         for r in rows:
             CONSUMER_LAG.labels(stage, str(r.partition)).set(r.lag)
             CONSUMER_LAG_AGE.labels(stage, str(r.partition)).set(r.oldest_age_s)
+        backoff.refreshed(now, events, sum(r.lag for r in rows))

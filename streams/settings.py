@@ -140,6 +140,10 @@ class Settings(BaseSettings):
     # each stage worker refreshes its consumer-lag gauges (streams/lag.py) this often
     # (seconds; 0 = off)
     lag_refresh_s: float = 5.0
+    # ... but while the stage is idle (its last refresh saw no lag and it has handled
+    # no event since) only this often (seconds; 0 = every lag_refresh_s): each refresh
+    # is a Fetch round the embedded broker answers by listing partitions' objects
+    lag_refresh_idle_s: float = 60.0
 
     # ``ragstream worker --autoscale`` (streams/autoscale.py): consumers per stage
     # within "stage=min:max,..." (stages not named: autoscale_min..autoscale_max),

@@ -62,7 +62,8 @@ def run_stage(stage: str, loglevel: str = "info") -> None:
     asyncio.set_event_loop(asyncio.new_event_loop())
     app = create_app(stage, settings)
     # the stage's own lag as Prometheus gauges, beside its other metrics
-    install_lag_gauges(app, stage, settings.kafka_bootstrap, settings.lag_refresh_s)
+    install_lag_gauges(app, stage, settings.kafka_bootstrap, settings.lag_refresh_s,
+                       settings.lag_refresh_idle_s)
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     _say(f"stage {stage}; consumer group {app.conf.id}; broker {settings.kafka_bootstrap}")
 
