@@ -74,6 +74,13 @@ async def store_images(store: ObjectStore, task: PartitionTask, elements: list[d
     return n
 
 
+def in_bulk_lane(task: PartitionTask) -> bool:
+    """A task of bulk-lane work: its document came in a project's burst, or it is one
+    part of a split document.  Such a task is parsed in the niced pool and its
+    elements travel in the bulk half of ``elements``."""
+    return task.bulk or task.parts > 1
+
+
 async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
     """Partition one task (a whole file or one page range) and send ElementsReady."""
     if task.part == 0:  # one PARTITIONING per version, however many page ranges
@@ -84,7 +91,7 @@ async def partition_one(ctx: StageContext, task: PartitionTask) -> None:
     with tempfile.TemporaryDirectory(prefix="ragstream-partition-") as tmp:
         path = await store.download(task.key, Path(tmp) / f"input.{task.filetype}", bucket=task.bucket)
         try:
-            elements = await ctx.resources.pool_for(task.bulk or task.parts > 1).run(
+            elements = await ctx.resources.pool_for(in_bulk_lane(task)).run(
                 partition_file, path, task.filetype, profile, pages, task.filename,
                 timeout_s=ctx.settings.partition_timeout_s)
         except EmptyDocument:
@@ -124,7 +131,7 @@ async def send_elements(ctx: StageContext, task: PartitionTask, elements: list[d
     await store.put_bytes(key, orjson.dumps(elements), "application/json", bucket=task.bucket)
     # every part of a document on one partition (the chunk stage joins them there), in
     # the bulk lane when the document came in a project's burst or is split
-    partition = half_partition(task.document_id, task.bulk or task.parts > 1,
+    partition = half_partition(task.document_id, in_bulk_lane(task),
                                await ctx.partition_count(ctx.topics.elements)) \
         if ctx.settings.project_lanes else None
     await ctx.topics.elements.send(key=task.document_id, partition=partition, value=ElementsReady(
@@ -132,7 +139,7 @@ async def send_elements(ctx: StageContext, task: PartitionTask, elements: list[d
         category=task.category, filename=task.filename, bucket=task.bucket,
         callback_url=task.callback_url, elements_key=key, element_count=len(elements),
         page_count=task.page_count or highest_page(elements), part=task.part, parts=task.parts,
-        worker=WORKER, bulk=task.bulk or task.parts > 1))
+        worker=WORKER, bulk=in_bulk_lane(task)))
 
 
 def pool_workers(settings) -> int:
