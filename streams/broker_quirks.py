@@ -107,6 +107,19 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    stay; the next answer without the error is applied as usual).  Shown by
    ``tests/test_broker_quirks.py::test_topic_metadata_while_s3_storage_is_down``.
 
+13. A Fetch is answered by rounds of reads: Tansu reads every asked partition, then
+   sleeps half the wait left (all of it once under 250 ms) before it checks whether
+   min_bytes were found (``tansu-broker/src/broker/fetch.rs``, ``fetch``, as read in
+   tansu-io/tansu; not checked against the 0.6.0 binary).  Measured on 0.6.0 (dev
+   stack, one aiokafka consumer, records sent 0.3-1 s apart, 2026-12-07): producer to
+   consumer p50 9 ms on a 1-partition topic but 263 ms on a 4-partition one with
+   aiokafka's wait at 1,500 ms (Faust's, hard-coded), 31 ms at 300 ms; below 250 ms
+   the broker reads without pause (the idle dev stack took 1.9 cores at 150 ms).
+   In the pipeline a shorter wait did not separate from noise (``bench idle``:
+   searchable p50 3.87 s at 1,500, 3.55 s at 500, 3.90 s at 150; README "Upload to
+   searchable").  So :func:`tolerate_commit_outages`' consumer class takes the wait
+   from ``settings.consumer_fetch_wait_ms`` (default 1,500, floor 250).
+
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.
 
@@ -207,6 +220,7 @@ def faust_settings(settings: Optional[Settings] = None) -> dict[str, Any]:
         "broker_max_poll_interval": poll_interval_s(settings),
         "topic_allow_declare": True,
         "topic_replication_factor": settings.topic_replication_factor,
+        "producer_linger": settings.producer_linger_ms / 1000.0,
     }
     if single_record_batches(settings):
         faust["producer_max_batch_size"] = 1  # bytes: one record per batch
@@ -253,11 +267,15 @@ def retrying_commit(commit):
     return retrying
 
 
-def tolerate_commit_outages(app: Any) -> None:
+def tolerate_commit_outages(app: Any, fetch_wait_ms: Optional[int] = None) -> None:
     """Quirk 8 workaround on a Faust ``app`` (before its consumer is created): its
     consumer thread's aiokafka consumer retries failed commits (:func:`retrying_commit`)
     instead of letting faust crash the worker on the first one.  Uses faust's
-    ``Transport.Consumer`` class attribute, the aiokafka driver's consumer class."""
+    ``Transport.Consumer`` class attribute, the aiokafka driver's consumer class.
+
+    Quirk 13: with ``fetch_wait_ms`` (ms; None: Faust's 1,500) the same consumer asks
+    the broker to wait at most that long per Fetch (faust hard-codes 1,500; aiokafka
+    reads ``_fetch_max_wait_ms`` when the consumer starts its fetcher)."""
     if not quirks_enabled():
         return
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Consumer
@@ -266,6 +284,8 @@ def tolerate_commit_outages(app: Any) -> None:
         def _create_consumer(self, loop):  # noqa: ANN001 — faust's signature
             consumer = super()._create_consumer(loop=loop)
             consumer.commit = retrying_commit(consumer.commit)
+            if fetch_wait_ms is not None:
+                consumer._fetch_max_wait_ms = fetch_wait_ms
             return consumer
 
     class CommitRetryingConsumer(Consumer):

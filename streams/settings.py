@@ -144,6 +144,15 @@ class Settings(BaseSettings):
     # no event since) only this often (seconds; 0 = every lag_refresh_s): each refresh
     # is a Fetch round the embedded broker answers by listing partitions' objects
     lag_refresh_idle_s: float = 60.0
+    # every stage consumer's Fetch wait on the embedded broker (ms, broker quirk 13;
+    # Faust's own is 1,500): each wait is rounds of reads of every assigned partition;
+    # under 250 ms Tansu 0.6.0 reads without pause (measured at 150: the idle stack
+    # took 1.9 cores), so 250 is the floor
+    consumer_fetch_wait_ms: int = Field(1500, ge=250, le=10_000)
+    # every stage producer waits this long (ms) for more records before it sends a
+    # batch: a stage's records for one document (a document's chunks) then travel in
+    # one produce request, one storage object, one Fetch for the next stage
+    producer_linger_ms: int = Field(10, ge=0, le=1000)
 
     # ``ragstream worker --autoscale`` (streams/autoscale.py): consumers per stage
     # within "stage=min:max,..." (stages not named: autoscale_min..autoscale_max),

@@ -26,3 +26,24 @@ def test_stage_apps_retry_offset_commits(tmp_path, monkeypatch):
     assert broker_quirks.quirks_enabled()
     app = create_app("notify", Settings(data_dir=tmp_path))
     assert app.transport.Consumer.__name__ == "CommitRetryingConsumer"
+
+
+def test_stage_consumers_take_the_fetch_wait_and_producers_the_linger(tmp_path, monkeypatch):
+    """Quirk 13: the stage consumer's Fetch wait is ``consumer_fetch_wait_ms`` (faust
+    hard-codes 1,500), and stage producers linger ``producer_linger_ms`` so that one
+    document's records travel in one produce request."""
+    import asyncio
+
+    monkeypatch.setenv("RAGSTREAM_BROKER_QUIRKS", "true")
+    app = create_app("chunk", Settings(data_dir=tmp_path, consumer_fetch_wait_ms=321,
+                                       producer_linger_ms=7))
+    assert app.conf.producer_linger == 0.007
+
+    async def wait_ms() -> int:
+        consumer = app.consumer._thread._create_consumer(loop=asyncio.get_running_loop())
+        try:
+            return consumer._fetch_max_wait_ms
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(wait_ms()) == 321
