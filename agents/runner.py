@@ -34,6 +34,7 @@ from typing import Any, Awaitable, Callable, Optional, Sequence
 import faust
 from tenacity import RetryCallState
 
+from agents import phases
 from agents.context import StageContext, track_sends
 from agents.outcomes import announce, fail_version
 from agents.retry_policy import classify, retry_transient, stage_retrying
@@ -226,10 +227,14 @@ class _Runner:
         then ``after()`` — a ledger marker that must only be written over stored
         records (the step's ``mark_step``)."""
         track_sends()
+        since = time.perf_counter()
         result = await call()
+        since = phases.add("work", since)
         await self.ctx.delivered()
+        since = phases.add("stored", since)
         if after is not None:
             await after()
+            phases.add("marked", since)
         return result
 
     async def deliver(self, call: Callable[[], Awaitable[Any]]) -> Any:
@@ -271,7 +276,9 @@ class _Runner:
         """Decode, guard, work, and fail the version when the work cannot succeed;
         every line logged meanwhile carries the record's ids (streams/log_format.py)."""
         with log_context(stage=self.stage.name):
+            opened = phases.begin()
             record = await self.decode(key, value)
+            phases.add("open", opened)
             if record is None:
                 return
             with log_context(**record_fields(record)), tracing.stage_spans(self.stage.name, [(record, value)]):
@@ -292,6 +299,7 @@ class _Runner:
 
             async def mark_step() -> None:  # after the step's records are stored
                 await ledger.mark_step(record.document_id, record.version, step)
+        phases.add("guard", started)
         error, attempts = await self.attempt(lambda: self.stage.work(self.ctx, record),
                                              deadline=self.deadline, after=mark_step)
         if error is None:
@@ -302,10 +310,12 @@ class _Runner:
         """One info line per document version in ``records`` whose work succeeded,
         with its ids (the JSON log's per-stage trail of a document)."""
         elapsed = time.perf_counter() - started
+        spent = phases.summary()  # where the time went (agents/phases.py)
         for group in _by_version(records):
             with log_context(**record_fields(group[0])):
-                log.info("%s: done for %s v%s (%d record(s)) in %.2f s", self.stage.name,
-                         group[0].document_id, group[0].version, len(group), elapsed)
+                log.info("%s: done for %s v%s (%d record(s)) in %.2f s%s", self.stage.name,
+                         group[0].document_id, group[0].version, len(group), elapsed,
+                         f" ({spent})" if spent else "")
 
     async def finish(self, record: Any, error: Optional[BaseException], attempts: int,
                      started: float) -> None:
@@ -352,7 +362,9 @@ class _Runner:
 
     async def work_batch(self, items: Sequence[tuple[Optional[bytes], Optional[bytes]]]) -> None:
         """:meth:`handle_batch` inside its log context."""
+        opened = phases.begin()
         decoded = [(await self.decode(k, v), v) for k, v in items]
+        phases.add("open", opened)
         with tracing.stage_spans(self.stage.name, [(r, v) for r, v in decoded if r is not None]):
             await self.work_records([r for r, _ in decoded if r is not None])
 
@@ -367,6 +379,7 @@ class _Runner:
         records = [r for r in records if wanted[(r.document_id, r.version)]]
         if not records:
             return
+        phases.add("guard", started)
         error, attempts = await self.attempt(lambda: self.stage.work(self.ctx, records),
                                              deadline=self.deadline)
         if error is None:
