@@ -92,6 +92,8 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
         # everything already on its topic is work still to do
         consumer_auto_offset_reset="earliest",
         broker_credentials=kafka_auth.faust_credentials(settings),
+        # a document's records from one stage leave in one produce request
+        producer_linger=settings.producer_linger_ms / 1000.0,
         **broker_quirks.faust_settings(settings),
         **stage_fetch_settings(stage, settings),
     )

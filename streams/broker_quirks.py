@@ -220,7 +220,6 @@ def faust_settings(settings: Optional[Settings] = None) -> dict[str, Any]:
         "broker_max_poll_interval": poll_interval_s(settings),
         "topic_allow_declare": True,
         "topic_replication_factor": settings.topic_replication_factor,
-        "producer_linger": settings.producer_linger_ms / 1000.0,
     }
     if single_record_batches(settings):
         faust["producer_max_batch_size"] = 1  # bytes: one record per batch
