@@ -115,10 +115,13 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    consumer p50 9 ms on a 1-partition topic but 263 ms on a 4-partition one with
    aiokafka's wait at 1,500 ms (Faust's, hard-coded), 31 ms at 300 ms; below 250 ms
    the broker reads without pause (the idle dev stack took 1.9 cores at 150 ms).
-   In the pipeline a shorter wait did not separate from noise (``bench idle``:
-   searchable p50 3.87 s at 1,500, 3.55 s at 500, 3.90 s at 150; README "Upload to
-   searchable").  So :func:`tolerate_commit_outages`' consumer class takes the wait
-   from ``settings.consumer_fetch_wait_ms`` (default 1,500, floor 250).
+   The 1- vs 4-partition gap is aiokafka's: one Fetch in flight per broker, without
+   the partitions whose records are not handed over yet.  In the pipeline a shorter
+   wait did not separate from noise (``bench idle`` on an aged dev stack: searchable
+   p50 3.87 s at 1,500, 3.55 s at 500, 3.90 s at 150; README "A warm idle stack").
+   So :func:`tolerate_commit_outages`' consumer class (the one consumer class a stage
+   app has, hence both workarounds in it) takes the wait from
+   ``settings.consumer_fetch_wait_ms`` (default 1,500, floor 250).
 
 These settings are harmless on Apache Kafka; set ``RAGSTREAM_BROKER_QUIRKS=false``
 to drop the single-record batches there.

@@ -145,6 +145,7 @@ class Settings(BaseSettings):
     # is a Fetch round the embedded broker answers by listing partitions' objects
     lag_refresh_idle_s: float = 60.0
     # every stage consumer's Fetch wait on the embedded broker (ms, broker quirk 13;
+    # applied while RAGSTREAM_BROKER_QUIRKS is on;
     # Faust's own is 1,500): each wait is rounds of reads of every assigned partition;
     # under 250 ms Tansu 0.6.0 reads without pause (measured at 150: the idle stack
     # took 1.9 cores), so 250 is the floor

@@ -24,6 +24,7 @@ def test_autoscale_drill(stack, worker, tmp_path):
     from devstack.worker_process import start_worker, stop_worker
     from streams.lag import by_stage, read_lag, stage_targets
 
+    DOCS = 28  # 280 chunks: enough backlog to scale 1 -> 4 (at 12 s, measured)
     stop_worker(worker)  # the drill's embed consumers must be the group's only members
     env = {"RAGSTREAM_EMBED_MAX_BATCH": "1", "RAGSTREAM_AUTOSCALE_TARGET_S": "3",
            "RAGSTREAM_AUTOSCALE_INTERVAL_S": "2", "RAGSTREAM_AUTOSCALE_UP_COOLDOWN_S": "6",
@@ -31,15 +32,15 @@ def test_autoscale_drill(stack, worker, tmp_path):
     logs = stack.data_dir / "logs"
     rest = start_worker(logs / "autoscale-rest.log", NOT_EMBED, env)
     try:
-        paths = write_docs(tmp_path / "docs", 28, paragraphs=10)
+        paths = write_docs(tmp_path / "docs", DOCS, paragraphs=10)
         result = drain(stack, env, paths, autoscale=True, log_dir=logs,
                        console=Console(width=160), idle_wait_s=120, other_workers=(rest.pid,))
     finally:
         stop_worker(rest)
     timeline = consumer_timeline(result)
-    print(f"backlog {result.backlog} chunks, {result.completed}/28 in {result.seconds:.1f} s, "
+    print(f"backlog {result.backlog} chunks, {result.completed}/{DOCS} in {result.seconds:.1f} s, "
           f"consumers {timeline}, back to 1 after {result.fell_back_after_s} s; cpu {result.cpu.line()}")
-    assert result.completed == 28, timeline
+    assert result.completed == DOCS, timeline
     assert [n for _, n in result.consumers if n][0] == 1, timeline  # starts with one
     assert result.max_consumers >= 2, timeline
     assert result.fell_back_after_s is not None, timeline
