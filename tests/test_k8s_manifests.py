@@ -528,3 +528,38 @@ def test_pool_stage_pods_hold_their_parse_processes_at_their_cap():
         assert cap > 0, stage  # 0 = no cap: nothing would stop a parse before the pod's limit
         limit = _mebibytes(c["resources"]["limits"]["memory"])
         assert limit >= workers * cap + baseline, (stage, limit, workers, cap, baseline)
+
+
+OCR_S_PER_PAGE_UNDER_LOAD = 4.0  # ../shared/DESIGN.md: one tesseract page, 31 s -> 4 s with OMP_THREAD_LIMIT=1
+
+
+def _seconds(duration: str) -> float:
+    """A compose duration such as "45s", "2m30s" in seconds."""
+    parts = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", duration)
+    assert parts and duration, duration
+    return int(parts.group(1) or 0) * 60 + int(parts.group(2) or 0)
+
+
+def test_each_worker_outlives_its_shutdown_grace_and_partition_drains_the_longest_range():
+    """Kubernetes and docker SIGKILL a container terminationGracePeriodSeconds /
+    stop_grace_period after SIGTERM (docker's default: 10 s); the worker's own watchdog
+    ends it RAGSTREAM_SHUTDOWN_GRACE_S after SIGTERM.  The platform's bound must come
+    later, or a drain (tests/test_worker_drain.py) is killed mid-commit; and the
+    partition worker's grace must hold the longest page range: the largest
+    ``max_pages_per_task`` of any profile at the OCR pace under load."""
+    from stages.profiles import DEFAULT_PROFILES
+
+    longest_range_s = max(p.max_pages_per_task for p in DEFAULT_PROFILES.values()) * OCR_S_PER_PAGE_UNDER_LOAD
+    default = Settings.model_fields["shutdown_grace_s"].default
+    config = _config()
+    for stage in STAGES:
+        pod = _objects("Deployment")[f"ragstream-{stage}"]["spec"]["template"]["spec"]
+        (c,) = pod["containers"]
+        env = {e["name"]: e["value"] for e in c.get("env", []) if "value" in e}
+        grace = float(env.get("RAGSTREAM_SHUTDOWN_GRACE_S", config.get("RAGSTREAM_SHUTDOWN_GRACE_S", default)))
+        assert pod["terminationGracePeriodSeconds"] >= grace + 10, (stage, grace)
+        service = _compose()["services"][stage]
+        compose_grace = float(service["environment"].get("RAGSTREAM_SHUTDOWN_GRACE_S", default))
+        assert _seconds(service.get("stop_grace_period", "10s")) >= compose_grace + 10, (stage, compose_grace)
+        if stage == "partition":
+            assert min(grace, compose_grace) >= longest_range_s, (grace, compose_grace, longest_range_s)

@@ -1,0 +1,104 @@
+"""A worker told to stop (SIGTERM: a redeploy, a KEDA scale-down) while it parses a
+document finishes that parse, stores its records and commits before it leaves, within
+its shutdown grace; the worker that takes over does not parse the document again.
+
+Marked ``drill`` (runs last): the session worker is stopped, so the two workers
+started here are the only members of their consumer groups.  The default 5-page scan
+parses in about 12 s on 2 cores; ``DRAIN_TEST_PAGES=30 DRAIN_TEST_GRACE_S=180`` shows a
+drain longer than a minute (README, "Partitions, pod memory and long parses").
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+
+import pytest
+from rich.console import Console
+
+from tests.conftest import run
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.drill, pytest.mark.timeout(600)]
+
+GRACE_S = float(os.environ.get("DRAIN_TEST_GRACE_S", "90"))  # the draining worker's RAGSTREAM_SHUTDOWN_GRACE_S
+PAGES = int(os.environ.get("DRAIN_TEST_PAGES", "5"))  # scanned pages: OCR keeps partition busy for seconds
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not within {timeout_s} s")
+
+
+def _statuses(bootstrap: str, document_id: str) -> list[str]:
+    from streams.kafka_io import status_history
+
+    return [ev.status for ev in run(status_history(bootstrap)) if ev.document_id == document_id]
+
+
+def test_a_stopped_worker_finishes_the_parse_it_started(stack, worker, tmp_path, project):
+    from bench.fairness_docs import dense_pdf, scanned_pdf
+    from cli.progress import ingest_and_follow
+    from devstack.worker_process import start_worker, stop_worker
+
+    stop_worker(worker)
+    logs = stack.data_dir / "logs"
+    first_log, second_log = logs / "drain-first.log", logs / "drain-second.log"
+    for log in (first_log, second_log):
+        log.unlink(missing_ok=True)
+    scan = scanned_pdf(dense_pdf(tmp_path / "src.pdf", PAGES, f"drain{os.getpid()}"),
+                       tmp_path / "scan.pdf", PAGES)
+    # the draining worker runs only the stages before the parse (quicker to start)
+    first = start_worker(first_log, stages="normalize,partition",
+                         env={"RAGSTREAM_SHUTDOWN_GRACE_S": str(GRACE_S)})
+    second = None
+    outcome: dict = {}
+
+    def follow() -> None:
+        outcome["result"] = run(ingest_and_follow([scan], project=project, category="default",
+                                                  timeout_s=400, console=Console(quiet=True)))
+
+    follower = threading.Thread(target=follow, daemon=True)
+    try:
+        _wait_for(lambda: "partition ready," in first_log.read_text(errors="replace"), 180,
+                  "the first worker's partition stage ready")
+        follower.start()
+        # the document's id: the first stage line that names it
+        found: dict = {}
+
+        def partitioning() -> bool:
+            m = re.search(r"normalize: done for (\S+) v1", first_log.read_text(errors="replace"))
+            if m:
+                found["doc"] = m.group(1)
+                return "PARTITIONING" in _statuses(stack.kafka_bootstrap, m.group(1))
+            return False
+
+        _wait_for(partitioning, 180, "PARTITIONING")
+        doc = found["doc"]
+        time.sleep(2.0)  # well inside the parse
+        assert f"partition: done for {doc}" not in first_log.read_text(errors="replace"), \
+            "the parse ended before the stop: make the document longer"
+        stopped_at = time.monotonic()
+        os.killpg(first.pid, signal.SIGTERM)
+        rc = first.wait(GRACE_S + 30)
+        stop_s = time.monotonic() - stopped_at
+        text = first_log.read_text(errors="replace")
+        print(f"first worker stopped {stop_s:.1f} s after SIGTERM, exit code {rc}")
+        print("\n".join(line for line in text.splitlines() if doc in line or "drain" in line.lower())[-3000:])
+        assert f"partition: done for {doc}" in text, "the parse under way at SIGTERM was abandoned"
+
+        second = start_worker(second_log)
+        follower.join(420)
+        result = outcome["result"]
+        assert result.last[doc].status == "COMPLETED", result.last[doc]
+        again = second_log.read_text(errors="replace")
+        assert f"partition: done for {doc}" not in again, "the document was parsed a second time"
+    finally:
+        stop_worker(first, grace_s=5)
+        if second is not None:
+            stop_worker(second, grace_s=20)
