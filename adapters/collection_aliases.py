@@ -22,11 +22,13 @@ Every function runs through the store's reconnecting wrapper
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from adapters.collection_names import with_suffix
 from adapters.vector_store import (VectorStore, alias_name, collection_fields, create_chunk_collection,
                                    has_alias, scoped_filter, storable_rows)
+
+T = TypeVar("T")
 
 
 def physical_name(project: str, version: int) -> str:
@@ -93,6 +95,29 @@ def previous_alias(alias: str) -> str:
     return with_suffix(alias, "previous")
 
 
+def load(store: VectorStore, collection: str) -> None:
+    """Load ``collection`` (a no-op when loaded): before reading a collection that
+    :func:`release_if_unsearched` may have released (a rollback's target)."""
+    store.run_sync("load_collection", lambda c: c.load_collection(collection, timeout=store.timeout_s))
+
+
+def release_if_unsearched(store: VectorStore, collection: str) -> bool:
+    """Release ``collection`` when no alias searches it any more — only
+    :func:`previous_alias` names (kept for a rollback, which loads it again first:
+    :func:`point_alias`) or none point at it; returns whether it was released.  Without
+    this a collection an alias moved away from stayed loaded (in query-node memory)
+    for ever (adapters/idle_collections.py releases the searched ones when idle)."""
+    def release(client) -> bool:
+        aliases = client.list_aliases(collection, timeout=store.timeout_s)
+        aliases = aliases.get("aliases", []) if isinstance(aliases, dict) else list(aliases)
+        if any(not a.endswith(previous_alias("")) for a in aliases):
+            return False
+        client.release_collection(collection, timeout=store.timeout_s)
+        return True
+
+    return store.run_gated("release", release)
+
+
 def drop_alias(store: VectorStore, alias: str) -> None:
     """Remove ``alias`` when it exists (the collection it points at stays)."""
     def drop(client) -> None:
@@ -120,7 +145,30 @@ def delete_where(store: VectorStore, project: str, collection: str, expr: str) -
     """Delete the rows of ``project`` in ``collection`` matching the Milvus expression
     ``expr`` (the project term is added: :func:`vector_store.scoped_filter`)."""
     flt = scoped_filter(project, expr)
-    store.run_gated("delete", lambda c: c.delete(collection, filter=flt, timeout=store.timeout_s))
+
+    store.run_gated("delete", lambda c: while_loaded(
+        c, collection, store.timeout_s, lambda: c.delete(collection, filter=flt, timeout=store.timeout_s)))
+
+
+def is_loaded(client, collection: str, timeout_s: Optional[float] = None) -> bool:
+    """Whether Milvus has ``collection`` loaded (pymilvus ``get_load_state``)."""
+    from pymilvus.client.types import LoadState
+
+    return client.get_load_state(collection, timeout=timeout_s)["state"] == LoadState.Loaded
+
+
+def while_loaded(client, collection: str, timeout_s: Optional[float], call: Callable[[], T]) -> T:
+    """``call()`` with ``collection`` loaded: queries and filtered deletes need it.  One
+    released (:func:`release_if_unsearched`) is loaded for the call and released again,
+    so erasing from or reading an old collection does not keep it in memory."""
+    released = not is_loaded(client, collection, timeout_s)
+    if released:
+        client.load_collection(collection, timeout=timeout_s)
+    try:
+        return call()
+    finally:
+        if released:
+            client.release_collection(collection, timeout=timeout_s)
 
 
 def chunk_versions(store: VectorStore, project: str, collection: str,
@@ -131,6 +179,9 @@ def chunk_versions(store: VectorStore, project: str, collection: str,
     flt = scoped_filter(project)
 
     def read(client) -> dict[str, tuple[str, int]]:
+        return while_loaded(client, collection, store.timeout_s, lambda: iterate(client))
+
+    def iterate(client) -> dict[str, tuple[str, int]]:
         out: dict[str, tuple[str, int]] = {}
         it = client.query_iterator(collection, batch_size=batch, filter=flt,
                                    output_fields=["chunk_id", "document_id", "version"],

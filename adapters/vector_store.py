@@ -479,6 +479,7 @@ class VectorStore:
         self._ready: set[str] = set()
         self._fields: dict[str, frozenset[str]] = {}  # alias → its collection's field names
         self._index_types: dict[str, str] = {}  # alias → its collection's dense index type
+        self.last_used: dict[str, float] = {}  # alias → time.monotonic() of its last use here
         self._ensure_lock = threading.Lock()
         self._lock = threading.Lock()
         self._flush_gate = threading.Lock()  # flush vs. writes/counts: Milvus Lite quirk above
@@ -583,6 +584,7 @@ class VectorStore:
         threads of this process take turns; another process creating the same
         collection or alias first is fine (its "already exists" is ignored).  A
         missing alias with ``create`` False raises LookupError."""
+        self.last_used[alias] = time.monotonic()
         if alias in self._ready:
             return alias
         with self._ensure_lock:
@@ -603,6 +605,34 @@ class VectorStore:
         self._index_types[alias] = dense_index_type(client, described.get("collection_name") or alias)
         self._ready.add(alias)
         return alias
+
+    def loaded_here(self) -> dict[str, float]:
+        """``{alias: time.monotonic() of its last use}`` for every alias this store has
+        loaded and not released (adapters/idle_collections.py picks from it)."""
+        with self._ensure_lock:
+            return {a: self.last_used.get(a, 0.0) for a in self._ready}
+
+    def release_sync(self, alias: str, unused_since: float) -> bool:
+        """Release the collection behind ``alias`` (its segments leave query-node
+        memory) unless this store used it after ``unused_since`` (time.monotonic());
+        returns whether it was released.  The next call of this store on it loads it
+        again (:meth:`_ensure`); another process still using it gets "collection not
+        loaded", which :meth:`_call` answers by loading it again.  A collection gone
+        meanwhile (dropped project) is forgotten."""
+        with self._ensure_lock:  # not held across the call: _gated takes the flush gate first
+            if alias not in self._ready or self.last_used.get(alias, 0.0) > unused_since:
+                return False
+            self._ready.discard(alias)
+
+        def release(client: MilvusClient) -> None:
+            try:
+                client.release_collection(alias, timeout=self.timeout_s)
+            except MilvusException as exc:
+                if not is_missing_collection(exc):
+                    raise
+
+        self._gated("release", release)
+        return True
 
     # -- writes -----------------------------------------------------------------------
     def upsert_sync(self, project: str, rows: Sequence[dict[str, Any]]) -> int:

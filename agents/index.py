@@ -166,3 +166,20 @@ def stage(ctx: StageContext) -> Stage:
 
     return Stage(STAGE, EMBEDDINGS, work,
                  batch=(ctx.settings.index_max_batch, ctx.settings.index_batch_within_s))
+
+
+def extras(app, ctx: StageContext) -> None:
+    """Release the projects' collections this worker has not used for
+    ``milvus_release_idle_s`` (adapters/idle_collections.py; 0: never)."""
+    from adapters.idle_collections import release_idle, sweep_interval
+
+    idle_s = ctx.settings.milvus_release_idle_s
+    if idle_s <= 0:
+        return
+
+    @app.timer(interval=sweep_interval(idle_s), name="ragstream-release-idle-collections")
+    async def release_idle_collections() -> None:
+        try:
+            await asyncio.to_thread(release_idle, ctx.resources.vectors, idle_s)
+        except Exception:  # noqa: BLE001 — Milvus down: the next tick tries again
+            log.warning("index: releasing idle Milvus collections failed", exc_info=True)

@@ -2,6 +2,7 @@
 stats, status stream, dashboard)."""
 from __future__ import annotations
 
+import asyncio
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -43,6 +44,7 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        from adapters.idle_collections import release_idle_forever
         from streams.shutdown import install_shutdown_watchdog
         from topics.admin import ensure_topics
 
@@ -52,10 +54,15 @@ def create_app(settings: Optional[Settings] = None) -> FastAPI:
                             timeout_s=settings.broker_wait_s)
         state = ApiState(settings)
         app.state.api = state
+        releaser = None
         try:
             await state.open()
+            # searches load a project's collection; unused for a while, it is released
+            releaser = asyncio.create_task(release_idle_forever(state.vectors, settings.milvus_release_idle_s))
             yield
         finally:
+            if releaser is not None:
+                releaser.cancel()
             await state.close()
 
     ready_cache = ReadinessCache()  # also app.state.readiness (tests read its rounds)

@@ -83,8 +83,9 @@ def milvus_hits(milvus_uri: str, project: str, marker: str) -> dict[str, int]:
     try:
         out = {}
         for name in ca.physical_versions(store, project).values():
-            rows = store.run_sync("query", lambda c, n=name: c.query(
-                n, filter=flt, output_fields=["chunk_id"], limit=16384, consistency_level="Strong"))
+            # an old collection may be released (no alias searches it): loaded for the read
+            rows = store.run_sync("query", lambda c, n=name: ca.while_loaded(c, n, None, lambda: c.query(
+                n, filter=flt, output_fields=["chunk_id"], limit=16384, consistency_level="Strong")))
             if rows:
                 out[name] = len(rows)
         return out

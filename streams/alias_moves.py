@@ -11,7 +11,9 @@ A rollback or promote first brings its target collection up to the ledger
 (streams/replay.py :func:`~streams.replay.catch_up_and_move`: the target's own replay
 group resumes where the collection was last filled, every current version's rows are
 verified, rows of versions deleted or superseded since are pruned), moves the alias,
-then copies what the live index stage wrote meanwhile.  A target that stays short is
+then copies what the live index stage wrote meanwhile.  A collection no alias searches
+any more after a move (only ``__previous`` remembers it) is released from query-node
+memory; a rollback to it loads it first.  A target that stays short is
 refused with ReindexIncomplete naming the documents, and no alias moves: before, a
 rollback dropped from search every document indexed since the alias last moved
 (issue 23, failure 3).
@@ -34,6 +36,7 @@ async def move_alias(store: VectorStore, alias: str, collection: str) -> Optiona
     before = await asyncio.to_thread(ca.point_alias, store, alias, collection)
     if before is not None and before != collection:
         await asyncio.to_thread(ca.point_alias, store, ca.previous_alias(alias), before)
+        await asyncio.to_thread(ca.release_if_unsearched, store, before)
     return before
 
 
@@ -65,6 +68,7 @@ async def _caught_up(store: VectorStore, project: str, collection: str, settings
     version = ca.version_of(project, collection)
     if version is None:
         raise LookupError(f"{collection!r} is not a versioned collection of {project!r}")
+    await asyncio.to_thread(ca.load, store, collection)  # released when an alias left it
     done = await catch_up_and_move(project=project, collection=collection,
                                    group=replay_group(project, version), settings=settings,
                                    store=store, move=move, complete_within_s=complete_within_s)
@@ -85,6 +89,7 @@ async def rollback(project: str, *, settings: Settings, alias: str = "prod",
         async def move() -> None:
             await asyncio.to_thread(ca.point_alias, store, target, previous)
             await asyncio.to_thread(ca.drop_alias, store, ca.previous_alias(target))
+            await asyncio.to_thread(ca.release_if_unsearched, store, current)
 
         await _caught_up(store, project, previous, settings, move, complete_within_s)
         return current, previous

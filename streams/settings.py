@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     # callback) is out; Bounded (Milvus' own default) is cheaper on a remote Milvus
     # but may miss rows written in its staleness window (README, "Milvus at scale")
     milvus_search_consistency: Literal["Strong", "Bounded", "Session", "Eventually"] = "Strong"
+    # a project's collection that this process (the API, an index worker) loaded and has
+    # not used for this many seconds is released (its segments leave query-node
+    # memory); the next search or write loads it again (adapters/idle_collections.py).
+    # 0 = never release
+    milvus_release_idle_s: float = Field(default=3600.0, ge=0)
 
     # Triton inference server (the embedded stack serves it on 127.0.0.1)
     triton_host: str = "127.0.0.1"
