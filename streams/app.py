@@ -98,7 +98,7 @@ def create_app(stage: str, settings: Settings | None = None) -> faust.App:
         **stage_fetch_settings(stage, settings),
     )
     # quirk 8: a commit during an S3 outage; quirk 13: the Fetch wait
-    broker_quirks.tolerate_commit_outages(app, settings.consumer_fetch_wait_ms)
+    broker_quirks.install_consumer_workarounds(app, settings.consumer_fetch_wait_ms)
     broker_quirks.keep_membership_on_close()  # quirk 9: no LeaveGroup (it can strand the group)
     broker_quirks.keep_topics_through_outages()  # quirk 11: topics vanish from metadata in an S3 outage
     commit_order.install()  # faust commits past an unfinished event under concurrency

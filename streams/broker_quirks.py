@@ -59,7 +59,7 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    fails with error -1 ``UnknownError``, and faust-streaming's consumer thread
    crashes the whole worker on any commit error but a rebalance
    (``AIOKafkaConsumerThread._commit``): in the restart-s3 drill the notify worker
-   died and its callbacks stopped.  Workaround: :func:`tolerate_commit_outages`
+   died and its callbacks stopped.  Workaround: :func:`install_consumer_workarounds`
    makes every stage app's aiokafka consumer retry a commit that failed with
    ``UnknownError`` or a retriable Kafka error, with backoff, for up to
    ``COMMIT_RETRY_S``; work goes on meanwhile, and an outage longer than that still
@@ -119,7 +119,7 @@ Measured quirks (../shared/DESIGN.md; tests/test_broker_quirks.py shows each one
    the partitions whose records are not handed over yet.  In the pipeline a shorter
    wait did not separate from noise (``bench idle`` on an aged dev stack: searchable
    p50 3.87 s at 1,500, 3.55 s at 500, 3.90 s at 150; README "A warm idle stack").
-   So :func:`tolerate_commit_outages`' consumer class (the one consumer class a stage
+   So :func:`install_consumer_workarounds`' consumer class (the one consumer class a stage
    app has, hence both workarounds in it) takes the wait from
    ``settings.consumer_fetch_wait_ms`` (default 1,500, floor 250).
 
@@ -269,8 +269,9 @@ def retrying_commit(commit):
     return retrying
 
 
-def tolerate_commit_outages(app: Any, fetch_wait_ms: Optional[int] = None) -> None:
-    """Quirk 8 workaround on a Faust ``app`` (before its consumer is created): its
+def install_consumer_workarounds(app: Any, fetch_wait_ms: Optional[int] = None) -> None:
+    """Quirks 8 and 13 on a Faust ``app`` (before its consumer is created; one consumer
+    class per app, so both workarounds share it).  Quirk 8: its
     consumer thread's aiokafka consumer retries failed commits (:func:`retrying_commit`)
     instead of letting faust crash the worker on the first one.  Uses faust's
     ``Transport.Consumer`` class attribute, the aiokafka driver's consumer class.
