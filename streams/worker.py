@@ -18,13 +18,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 from streams import tracing
 from streams.app import STAGES, check_stages, create_app
 from streams.log_format import configure, logging_config
 from streams.settings import get_settings
-from streams.shutdown import install_shutdown_watchdog
+from streams.shutdown import WATCHDOG_EXIT_CODE, install_shutdown_watchdog
 
 STOP_GRACE_EXTRA_S = 5.0  # a child still alive this long after its own watchdog is killed
 RESTART_BACKOFF_S = (1.0, 30.0)  # first and largest delay before restarting a dead child
@@ -34,7 +34,8 @@ def run_worker(stages: Sequence[str] = STAGES, loglevel: str = "info", autoscale
     """Run ``stages``: one stage in this process, several (or any with ``autoscale``)
     as supervised children.
 
-    Returns the exit code (0 after a requested stop).  Raises UnknownStage.
+    Returns the exit code: 0 after a clean stop; with children, a child's code when one
+    did not stop cleanly (:func:`stop_exit_code`).  Raises UnknownStage.
     """
     chosen = check_stages(stages)
     if len(chosen) == 1 and not autoscale:
@@ -240,7 +241,8 @@ def supervise(stages: Sequence[str], loglevel: str = "info", autoscale: bool = F
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for proc in [*children.values(), *(p for p, _ in retiring)]:
+    stopped = [*children.values(), *(p for p, _ in retiring)]
+    for proc in stopped:
         try:
             proc.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -248,4 +250,20 @@ def supervise(stages: Sequence[str], loglevel: str = "info", autoscale: bool = F
                  f"{grace_s:.0f} s after SIGTERM; SIGKILL")
             proc.kill()
             proc.wait(5)
-    return 0
+    return stop_exit_code([(proc.args[-3], proc.returncode) for proc in stopped])
+
+
+def stop_exit_code(codes: Sequence[tuple[str, Optional[int]]]) -> int:
+    """The supervisor's exit code from its children's ``(stage, returncode)`` at a stop:
+    0 when every child stopped cleanly, else the first unclean one's code — 75
+    (streams.shutdown.WATCHDOG_EXIT_CODE: its watchdog ended it, work in flight was
+    abandoned), or 128 + n for a child killed by signal n — each logged with its stage.
+    Before, the supervisor said 0 even when a stage was cut off mid-parse."""
+    unclean = [(stage, code) for stage, code in codes if code not in (0, None)]
+    for stage, code in unclean:
+        _say(f"{stage} did not stop cleanly: exit code {code}"
+             + (" (its shutdown watchdog ended it)" if code == WATCHDOG_EXIT_CODE else ""))
+    if not unclean:
+        return 0
+    code = unclean[0][1]
+    return 128 - code if code < 0 else code

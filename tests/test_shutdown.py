@@ -66,3 +66,15 @@ def test_graceful_shutdown_untouched():
     assert rc == 0, out
     assert "stopped cleanly" in out
     assert time.monotonic() - start < 5.0
+
+
+def test_the_supervisor_reports_a_stage_its_watchdog_ended():
+    """``ragstream worker`` with several stages exits with a child's unclean code: 75 for
+    a watchdog exit (a parse abandoned), 128 + n for a signal death; 0 only when every
+    child stopped cleanly."""
+    from streams.shutdown import WATCHDOG_EXIT_CODE
+    from streams.worker import stop_exit_code
+
+    assert stop_exit_code([("normalize", 0), ("partition", 0)]) == 0
+    assert stop_exit_code([("normalize", 0), ("partition", WATCHDOG_EXIT_CODE)]) == WATCHDOG_EXIT_CODE
+    assert stop_exit_code([("chunk", -9), ("partition", WATCHDOG_EXIT_CODE)]) == 137
