@@ -108,3 +108,31 @@ def test_worker_exports_lag_gauges(worker):
         time.sleep(1)
     assert 'ragstream_consumer_lag{partition="0",stage="embed"}' in text, text[-1500:]
     assert 'ragstream_consumer_lag_oldest_age_seconds{partition="0",stage="embed"}' in text
+
+
+def test_a_kept_lag_reader_fetches_nothing_between_reads(stack):
+    """A stage keeps one LagReader for its life; its fetch consumer's partitions are
+    paused after each read (broker_quirks.quiet: aiokafka fetched them in the
+    background, about 19 Fetch requests a second per idle stage), and the next read
+    still counts records produced since."""
+    from streams.lag import LagReader
+
+    async def scenario() -> tuple[list, set, set, list]:
+        bootstrap = stack.kafka_bootstrap
+        topic = await _topic_with_records(bootstrap, 2, 4)
+        target = LagTarget("embed", f"lag-test-{uuid.uuid4().hex[:6]}", topic)
+        async with LagReader(bootstrap) as reader:
+            first = await reader.read([target])
+            assigned, paused = set(reader._meta.assignment()), set(reader._meta.paused())
+            prod = AIOKafkaProducer(bootstrap_servers=bootstrap, **broker_quirks.producer_kwargs())
+            await prod.start()
+            try:
+                await prod.send_and_wait(topic, b"v", partition=1)
+            finally:
+                await prod.stop()
+            second = await reader.read([target])
+        return first, assigned, paused, second
+
+    first, assigned, paused, second = run(scenario())
+    assert [r.lag for r in first] == [2, 2] and [r.lag for r in second] == [2, 3]
+    assert assigned and paused == assigned
