@@ -50,15 +50,21 @@ def release_idle(store: VectorStore, idle_s: float, now: Optional[float] = None)
     return released
 
 
+async def sweep(store: VectorStore, idle_s: float) -> None:
+    """One :func:`release_idle` in a thread; a failure is logged, not raised (the next
+    sweep tries again).  Called by the index stage's timer (agents/index.py) and by
+    :func:`release_idle_forever` (the API)."""
+    try:
+        await asyncio.to_thread(release_idle, store, idle_s)
+    except Exception:  # noqa: BLE001 — Milvus down: the next sweep tries again
+        log.warning("releasing idle Milvus collections failed", exc_info=True)
+
+
 async def release_idle_forever(store: VectorStore, idle_s: float) -> None:
-    """:func:`release_idle` every :func:`sweep_interval` seconds until cancelled; a
-    failed sweep is logged and the next one tries again.  Returns at once for
-    ``idle_s`` 0 (never release)."""
+    """:func:`sweep` every :func:`sweep_interval` seconds until cancelled.  Returns at
+    once for ``idle_s`` 0 (never release)."""
     if idle_s <= 0:
         return
     while True:
         await asyncio.sleep(sweep_interval(idle_s))
-        try:
-            await asyncio.to_thread(release_idle, store, idle_s)
-        except Exception:  # noqa: BLE001 — Milvus down: the next sweep tries again
-            log.warning("releasing idle Milvus collections failed", exc_info=True)
+        await sweep(store, idle_s)

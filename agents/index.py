@@ -171,7 +171,7 @@ def stage(ctx: StageContext) -> Stage:
 def extras(app, ctx: StageContext) -> None:
     """Release the projects' collections this worker has not used for
     ``milvus_release_idle_s`` (adapters/idle_collections.py; 0: never)."""
-    from adapters.idle_collections import release_idle, sweep_interval
+    from adapters.idle_collections import sweep, sweep_interval
 
     idle_s = ctx.settings.milvus_release_idle_s
     if idle_s <= 0:
@@ -179,7 +179,4 @@ def extras(app, ctx: StageContext) -> None:
 
     @app.timer(interval=sweep_interval(idle_s), name="ragstream-release-idle-collections")
     async def release_idle_collections() -> None:
-        try:
-            await asyncio.to_thread(release_idle, ctx.resources.vectors, idle_s)
-        except Exception:  # noqa: BLE001 — Milvus down: the next tick tries again
-            log.warning("index: releasing idle Milvus collections failed", exc_info=True)
+        await sweep(ctx.resources.vectors, idle_s)
