@@ -171,6 +171,16 @@ def while_loaded(client, collection: str, timeout_s: Optional[float], call: Call
             client.release_collection(collection, timeout=timeout_s)
 
 
+def query_rows(store: VectorStore, collection: str, flt: str, output_fields: Sequence[str],
+               **kwargs: Any) -> list[dict[str, Any]]:
+    """The rows of physical ``collection`` matching the Milvus filter ``flt`` (Strong:
+    writes acknowledged before the call are seen), loaded for the call when released
+    (:func:`while_loaded`); ``kwargs`` go to pymilvus ``query`` (e.g. ``limit``).  For
+    reading any collection of a project, searched or not (erasure checks, drills)."""
+    return store.run_sync("query", lambda c: while_loaded(c, collection, store.timeout_s, lambda: c.query(
+        collection, filter=flt, output_fields=list(output_fields), consistency_level="Strong", **kwargs)))
+
+
 def chunk_versions(store: VectorStore, project: str, collection: str,
                    batch: int = 4096) -> dict[str, tuple[str, int]]:
     """``{chunk_id: (document_id, version)}`` of every row of ``project`` in

@@ -83,9 +83,7 @@ def milvus_hits(milvus_uri: str, project: str, marker: str) -> dict[str, int]:
     try:
         out = {}
         for name in ca.physical_versions(store, project).values():
-            # an old collection may be released (no alias searches it): loaded for the read
-            rows = store.run_sync("query", lambda c, n=name: ca.while_loaded(c, n, None, lambda: c.query(
-                n, filter=flt, output_fields=["chunk_id"], limit=16384, consistency_level="Strong")))
+            rows = ca.query_rows(store, name, flt, ["chunk_id"], limit=16384)
             if rows:
                 out[name] = len(rows)
         return out

@@ -77,8 +77,7 @@ def _collections_holding(store, project: str, marker: str, document_id: str) -> 
         flt = scoped_filter(project, f"document_id == {quote_literal(document_id)} or "
                                      f"text like {quote_literal('%' + marker + '%')} or "
                                      f"filename like {quote_literal('%' + marker + '%')}")
-        rows = store.run_sync("query", lambda c, n=name, f=flt: ca.while_loaded(c, n, None, lambda: c.query(
-            n, filter=f, output_fields=["chunk_id"], consistency_level="Strong")))
+        rows = ca.query_rows(store, name, flt, ["chunk_id"])
         if rows:
             found[name] = len(rows)
     return found
@@ -165,9 +164,8 @@ def _vector_needles(store, project: str, document_id: str) -> dict[str, bytes]:
 
     name = next(iter(ca.physical_versions(store, project).values()))
     # the first collection may be released (a reindex moved the alias away from it)
-    rows = store.run_sync("query", lambda c: ca.while_loaded(c, name, None, lambda: c.query(
-        name, filter=scoped_filter(project, f"document_id == {quote_literal(document_id)}"),
-        output_fields=["vector"], consistency_level="Strong")))
+    rows = ca.query_rows(store, name, scoped_filter(project, f"document_id == {quote_literal(document_id)}"),
+                         ["vector"])
     vector = np.asarray(rows[0]["vector"], dtype=np.float32)
     as_json = orjson.dumps([float(x) for x in vector[:3]])[1:-1]  # "a,b,c" as a record spells it
     return {"vector-json": as_json, "vector-f32": vector[:8].astype("<f4").tobytes()}
