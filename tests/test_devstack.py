@@ -248,6 +248,39 @@ async def test_durable_broker_keeps_records_across_restart() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _volume_ids(s3_data: Path) -> list[int]:
+    """SeaweedFS volume ids from the volume files ``{id}.dat`` / ``{collection}_{id}.dat``."""
+    return sorted(int(f.stem.rsplit("_", 1)[-1]) for f in s3_data.glob("*.dat"))
+
+
+async def test_s3_restarted_without_raft_state_keeps_objects_and_volume_ids() -> None:
+    """The master starts with ``-master.resumeState=false`` (devstack/supervisor.py,
+    the raft-state quirk): after a restart every object is still read, and a new
+    bucket's volume gets an id no other volume has (the master relearns the max
+    volume id from the volume server instead of its cleared Raft state)."""
+    root = Path(tempfile.mkdtemp(prefix="ragstream-devstack-", dir="/tmp"))
+    base = _free_port_block(N_PORTS)
+    settings = Settings(data_dir=root, s3_endpoint=f"http://127.0.0.1:{base + 3}")
+    s3_data = devstack.Paths.of(settings, "s3").data
+    try:
+        for start in range(3):  # a fresh start, then two with the state of the earlier ones
+            started = await devstack.up_async(settings, names=["s3"], timeout_s=120)
+            assert started["s3"].detail == "started"
+            async with devstack_s3_client(settings) as s3:
+                await s3.create_bucket(Bucket=f"restart-{start}")
+                await s3.put_object(Bucket=f"restart-{start}", Key="k", Body=f"body {start}".encode())
+                for earlier in range(start + 1):
+                    got = await s3.get_object(Bucket=f"restart-{earlier}", Key="k")
+                    assert await got["Body"].read() == f"body {earlier}".encode()
+            ids = _volume_ids(s3_data)
+            assert len(ids) == len(set(ids)), f"a volume id was given twice: {ids}"
+            assert await asyncio.to_thread(devstack.down, settings, names=["s3"]) == {"s3": "stopped"}
+        assert len(_volume_ids(s3_data)) >= 4  # the settings bucket's and three restart-* volumes
+    finally:
+        await asyncio.to_thread(devstack.down, settings, grace_s=5)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def test_start_failures_name_the_service_and_log(tmp_path: Path) -> None:
     port = _free_port_block(1)
     settings = Settings(data_dir=tmp_path)
