@@ -53,8 +53,6 @@ def _s3_command(settings: Settings, paths: Paths) -> list[str]:
         *(f"-{flag}={base + off}" for flag, off in _WEED_PORTS.items()),
         "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0",
         "-master.telemetry=false",
-        # supervisor quirk: a resumed Raft state costs ~0.04 idle cores (0.004 fresh)
-        "-master.resumeState=false",
     ]
     sock = _s3_socket(paths)
     if sock:

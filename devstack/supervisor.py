@@ -46,12 +46,13 @@ Quirks found and worked around:
   stack's SeaweedFS data, 30-40 s samples after a 45 s warm-up: 0.043-0.046 cores
   resumed vs 0.004-0.006 with ``-master.resumeState=false`` (Raft state cleared at
   start); ``-master.heartbeatInterval=3s`` changed nothing; ``-master.raftHashicorp``
-  idled at 0.006 but took 6-17 s to serve its first PUT instead of 1.4-1.8 s.  So the
-  master starts with ``-master.resumeState=false``: a single master keeps only the
-  max volume id and topology id there, and relearns the first from the volume
-  server's heartbeat (checked: a new bucket's volume got id 4 after volumes 1-3;
-  every object of the copy still listed and read).  Every ``dev up`` after a
-  ``down`` used to leave the idle stack 0.04 cores heavier; ``bench idle`` shows it.
+  idled at 0.006 but took 6-17 s to serve its first PUT instead of 1.4-1.8 s.  **Not
+  worked around**: with ``-master.resumeState=false`` the ``restart-s3`` drill lost 5
+  documents (CI layout run of 35fab3d, 2026-12-07), though objects written long
+  before a restart all survived (``tests/test_devstack.py``); the cause was not
+  established (a write right after the restart, before the volume server's
+  heartbeat tells the cleared master which volume ids exist, is the suspect).  So
+  the master keeps its state, and an idle dev stack pays the ~0.04 cores.
 - PostgreSQL refuses to run as root.  As root, the server runs as the Debian
   ``postgres`` system user (created as ``ragstream-pg`` if missing); its data dir
   is chowned to that user, and every parent of ``data_dir`` must be searchable by

@@ -7,27 +7,17 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 from rich.console import Console
 
 from tests.conftest import run
+from tests.process_helpers import wait_for_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 GRACE_S = 10.0  # the survivor worker's RAGSTREAM_SHUTDOWN_GRACE_S
-
-
-def _wait_for_line(log, text: str, proc: subprocess.Popen, timeout_s: float, offset: int = 0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"worker exited ({proc.returncode}); see {log}"
-        if text in log.read_text(errors="replace")[offset:]:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} not in {log} within {timeout_s} s")
 
 
 async def _status_history(bootstrap: str, document_id: str) -> list[str]:
@@ -64,7 +54,7 @@ def test_broker_sigkill_restart_keeps_records(stack, tmp_path, project):
     log.unlink(missing_ok=True)
     survivor = start_worker(log, env={"RAGSTREAM_SHUTDOWN_GRACE_S": str(GRACE_S)})
     try:
-        _wait_for_line(log, "ready,", survivor, 120)
+        wait_for_line(log, "ready,", survivor, 120)
         first = tmp_path / "before.txt"
         first.write_text("Pump station energy report. " * 40)
         before = _ingest(first, project)

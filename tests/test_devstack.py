@@ -253,11 +253,11 @@ def _volume_ids(s3_data: Path) -> list[int]:
     return sorted(int(f.stem.rsplit("_", 1)[-1]) for f in s3_data.glob("*.dat"))
 
 
-async def test_s3_restarted_without_raft_state_keeps_objects_and_volume_ids() -> None:
-    """The master starts with ``-master.resumeState=false`` (devstack/supervisor.py,
-    the raft-state quirk): after a restart every object is still read, and a new
-    bucket's volume gets an id no other volume has (the master relearns the max
-    volume id from the volume server instead of its cleared Raft state)."""
+async def test_s3_restarted_keeps_objects_and_volume_ids() -> None:
+    """The embedded S3 started three times on one data dir: every object written
+    before a restart is read after it, and a new bucket's volume gets an id no other
+    volume has (the master's Raft state and volume ids: devstack/supervisor.py,
+    the quirk on the master's idle cost)."""
     root = Path(tempfile.mkdtemp(prefix="ragstream-devstack-", dir="/tmp"))
     base = _free_port_block(N_PORTS)
     settings = Settings(data_dir=root, s3_endpoint=f"http://127.0.0.1:{base + 3}")

@@ -14,19 +14,10 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import WORKER_METRICS_PORT, run
+from tests.process_helpers import wait_for_line
 from tests.vlm_server import VlmServer, image_summary, table_summary
 
 pytestmark = [pytest.mark.slow, pytest.mark.drill, pytest.mark.timeout(900)]
-
-
-def _wait_for_line(log, text: str, proc, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"worker exited ({proc.returncode}); see {log}"
-        if log.exists() and text in log.read_text(errors="replace"):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} not in {log} within {timeout_s} s")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +37,7 @@ def vlm_worker(stack, worker, vlm):
     proc = start_worker(log, env={"RAGSTREAM_VLM_BASE_URL": vlm.url, "RAGSTREAM_VLM_MODEL": "stand-in",
                                   "RAGSTREAM_VLM_MAX_RETRIES": "1", "RAGSTREAM_VLM_TIMEOUT_S": "5",
                                   "RAGSTREAM_METRICS_PORT": str(WORKER_METRICS_PORT)})
-    _wait_for_line(log, "ready,", proc, 120)
+    wait_for_line(log, "ready,", proc, 120)
     yield proc
     stop_worker(proc)
 
