@@ -49,8 +49,8 @@ Quirks found and worked around:
   idled at 0.006 but took 6-17 s to serve its first PUT instead of 1.4-1.8 s.  **Not
   worked around**: with ``-master.resumeState=false`` the ``restart-s3`` drill lost 5
   documents (CI layout run of 35fab3d, 2026-12-07; the drill alone passed twice
-  with it), though objects written long
-  before a restart all survived (``tests/test_devstack.py``); the cause was not
+  with it), though objects written long before a restart all survived
+  (``tests/test_devstack.py``); the cause was not
   established (a write right after the restart, before the volume server's
   heartbeat tells the cleared master which volume ids exist, is the suspect).  So
   the master keeps its state, and an idle dev stack pays the ~0.04 cores.

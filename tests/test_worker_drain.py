@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from tests.conftest import run
+from tests.process_helpers import wait_for_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.drill, pytest.mark.timeout(600)]
 
@@ -74,8 +75,7 @@ def test_a_stopped_worker_finishes_the_parse_it_started(stack, worker, tmp_path,
 
     follower = threading.Thread(target=follow, daemon=True)
     try:
-        _wait_for(lambda: "partition ready," in first_log.read_text(errors="replace"), 180,
-                  "the first worker's partition stage ready")
+        wait_for_line(first_log, "partition ready,", first, 180)
         follower.start()
         found: dict = {}
 
