@@ -117,6 +117,11 @@ OUTPUT_FIELDS = ["chunk_id", "document_id", "version", "chunk_index", "page_numb
 #: UNIMPLEMENTED, measured 2026-12-05), so rows lose it there and a metadata filter is
 #: refused until ``ragstream reindex`` builds a collection with it
 METADATA = "metadata"
+#: the text the embedder read (enhance's header + a table's ``column: value`` rendering;
+#: the chunk text when enhance set none), for search's late-interaction second stage
+#: (search/late_interaction.py); collections made before it have none (the stage then
+#: reads ``text``, and says so)
+EMBED_TEXT = "embed_text"
 
 
 class NoMetadataField(LookupError):
@@ -131,7 +136,7 @@ def chunk_row(chunk: Any, user_metadata: Optional[dict] = None) -> dict[str, Any
             "version": chunk.version, "chunk_index": chunk.index, "page_number": chunk.page_number,
             "element_types": ",".join(chunk.element_types), "filename": chunk.filename,
             "project": chunk.project, "category": chunk.category, "text": chunk.text,
-            METADATA: user_metadata}
+            EMBED_TEXT: chunk.embed_text or chunk.text, METADATA: user_metadata}
 
 
 @dataclass
@@ -321,7 +326,8 @@ def _await_collection(client: MilvusClient, name: str, timeout_s: float = 30.0) 
 
 
 def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool = True,
-                            index_type: str = "FLAT", with_lexical: bool = True) -> None:
+                            index_type: str = "FLAT", with_lexical: bool = True,
+                            with_embed_text: bool = True) -> None:
     """Create the physical collection ``name`` with the chunk schema (fields, BM25
     function), then its dense (``index_type``: FLAT or HNSW, metric IP) and sparse
     indexes; every step is idempotent and safe against another process doing the
@@ -334,7 +340,8 @@ def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool
     collection without indexes ("no index on collection", seen under the race).
     ``with_metadata`` False makes the schema of collections made before the
     ``metadata`` field existed (tests of that upgrade path); ``with_lexical`` False,
-    those made before the ``lexical`` field (BM25 then reads ``text``)."""
+    those made before the ``lexical`` field (BM25 then reads ``text``);
+    ``with_embed_text`` False, those made before :data:`EMBED_TEXT`."""
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=512)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=DIM)
@@ -352,6 +359,8 @@ def create_chunk_collection(client: MilvusClient, name: str, with_metadata: bool
     if with_lexical:
         schema.add_field(LEXICAL, DataType.VARCHAR, max_length=TEXT_MAX, enable_analyzer=True,
                          analyzer_params=ANALYZER)
+    if with_embed_text:
+        schema.add_field(EMBED_TEXT, DataType.VARCHAR, max_length=TEXT_MAX)
     schema.add_field(SPARSE, DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
                                  input_field_names=[LEXICAL if with_lexical else "text"],
@@ -367,15 +376,20 @@ def storable_rows(rows: Sequence[dict[str, Any]], fields: Iterable[str]) -> list
     """Chunk rows (:func:`chunk_row`'s keys) as a collection with ``fields`` takes them:
     ``text`` cut to the VARCHAR limit (bytes: at most 4 per character), the Function
     output ``SPARSE`` dropped, ``lexical`` (``search.lexical.lexical_form`` of the text,
-    cut to :data:`TEXT_MAX` bytes) added when the collection has that field, and
-    ``metadata`` dropped when it has not.  New dicts; ``rows`` are not changed."""
+    cut to :data:`TEXT_MAX` bytes) added when the collection has that field,
+    ``embed_text`` (default: the text) cut to :data:`TEXT_MAX` bytes when it has that
+    field and dropped when not, and ``metadata`` dropped when it has not.  New dicts;
+    ``rows`` are not changed."""
     from search.lexical import fit_bytes, lexical_form
 
     fields = frozenset(fields)
     out = []
     for row in rows:
-        row = {k: v for k, v in row.items() if k != SPARSE and (k != METADATA or METADATA in fields)}
+        row = {k: v for k, v in row.items()
+               if k != SPARSE and (k not in (METADATA, EMBED_TEXT) or k in fields)}
         row["text"] = row["text"][: TEXT_MAX // 4]
+        if EMBED_TEXT in fields:
+            row[EMBED_TEXT] = fit_bytes(row.get(EMBED_TEXT) or row["text"], TEXT_MAX)
         if LEXICAL in fields:
             row[LEXICAL] = fit_bytes(lexical_form(row["text"]), TEXT_MAX)
         out.append(row)
@@ -648,9 +662,10 @@ class VectorStore:
 
     def output_fields(self, alias: str) -> list[str]:
         """The fields a search returns from ``alias``'s collection (known once
-        :meth:`_ensure` loaded it): :data:`OUTPUT_FIELDS`, plus ``metadata`` when the
-        collection has that field."""
-        return OUTPUT_FIELDS + ([METADATA] if METADATA in self._fields.get(alias, ()) else [])
+        :meth:`_ensure` loaded it): :data:`OUTPUT_FIELDS`, plus ``metadata`` and
+        ``embed_text`` when the collection has those fields."""
+        have = self._fields.get(alias, ())
+        return OUTPUT_FIELDS + [f for f in (METADATA, EMBED_TEXT) if f in have]
 
     def has_metadata_field_sync(self, project: str, alias: str = "prod") -> bool:
         """Whether the project's ``alias`` collection has the ``metadata`` field (one made

@@ -138,15 +138,25 @@ def prepare_backends(layout: TritonLayout) -> Path:
 _WARNED_NO_RERANKER: set[Path] = set()
 
 
+def has_token_output(onnx_path: Path) -> bool:
+    """Whether the exported embedder graph at ``onnx_path`` has the ``token_embeddings``
+    output (exports before 2026-12-07 do not; search's late-interaction stage needs it).
+    Reads the graph's outputs only (``onnx.load`` without external data, ~0.3 s)."""
+    import onnx
+
+    return "token_embeddings" in {o.name for o in onnx.load(str(onnx_path), load_external_data=False).graph.output}
+
+
 def ensure_models(repository: Path, models: Sequence[str], reranker_dir: Path | None = None) -> list[str]:
-    """Export the embedder into ``repository`` when its ONNX file is missing (with this
+    """Export the embedder into ``repository`` when its ONNX file is missing or was
+    exported before the graph had its ``token_embeddings`` output (with this
     interpreter, which needs torch) and return the models that can load: the
     reranker only when its weights exist (``reranker_dir`` or ``reranker/1``)."""
     loadable = []
     for name in models:
         if name in ("embedder", "embedder_online"):
             onnx = repository / "embedder" / "1" / "model.onnx"
-            if not onnx.exists():
+            if not onnx.exists() or not has_token_output(onnx):
                 proc = subprocess.run([sys.executable, str(EMBEDDER_EXPORT), "--output", str(onnx)],
                                       capture_output=True, text=True)
                 if proc.returncode != 0:

@@ -15,7 +15,11 @@
    up to ``MAX_CANDIDATES``, until enough remain).  ``mode="dense"`` (benchmarks)
    and collections made before the BM25 field existed use dense ANN only; the
    result says so (``rankers``, ``fallback_reason``).
-2. The cross-encoder reranker on Triton orders the candidates when its weights are
+2. With ``RAGSTREAM_SECOND_STAGE=late-interaction``, the first
+   ``late_interaction_depth`` fused candidates are reordered by MaxSim over the
+   embedder's token vectors (search/late_interaction.py; ``rankers`` then names
+   ``"late-interaction"``).
+3. The cross-encoder reranker on Triton orders the candidates when its weights are
    configured and it answers within its deadline (adapters/reranker.py, behind a
    process-wide circuit breaker); otherwise the fused order stands, and the result
    says it was not reranked and why.
@@ -72,7 +76,8 @@ class SearchResult:
     ``reranked``, else the RRF score of dense + BM25, or the cosine when dense only;
     ``dense_score``: cosine); ``fallback_reason``: why not reranked and/or why dense
     only ("; "-joined), None when neither; ``rankers``: which rankings ran, in order
-    (``["dense", "bm25", "rrf"]``, ``["dense"]``, either + ``"cross-encoder"``)."""
+    (``["dense", "bm25", "rrf"]``, ``["dense"]``, either + ``"late-interaction"`` and/or
+    ``"cross-encoder"``)."""
 
     hits: list[dict[str, Any]]
     reranked: bool
@@ -203,6 +208,10 @@ async def search(query: str, *, project: str, k: int, settings: Settings,
     if not candidates:
         return SearchResult([], False, _reasons("no candidates", found.fallback_reason),
                             rankers=found.rankers)
+    late_ran, late_reason = False, None
+    if settings.second_stage == "late-interaction":
+        candidates, late_reason = await _late_interaction(query, candidates, settings)
+        late_ran = late_reason is None
     by_id = {c["chunk_id"]: c for c in candidates}
     reranker = None
     if rerank_results and reranker_weights_present(settings):
@@ -218,10 +227,28 @@ async def search(query: str, *, project: str, k: int, settings: Settings,
         hits = [{**by_id[cid], "score": float(score)} for cid, score in zip(result.ids, result.scores)]
     else:
         hits = [by_id[cid] for cid in result.ids]  # keep Milvus's fused (or cosine) score
-    rankers = found.rankers + (["cross-encoder"] if result.reranked else [])
-    return SearchResult(hits, result.reranked, _reasons(result.fallback_reason, found.fallback_reason),
+    rankers = found.rankers + (["late-interaction"] if late_ran else []) + \
+        (["cross-encoder"] if result.reranked else [])
+    return SearchResult(hits, result.reranked, _reasons(result.fallback_reason, found.fallback_reason, late_reason),
                         len(candidates), {"query_embedder": query_embedder, "latency_s": result.latency_s,
                                           "mode": mode}, rankers)
+
+
+async def _late_interaction(query: str, candidates: list[dict[str, Any]],
+                            settings: Settings) -> tuple[list[dict[str, Any]], str | None]:
+    """(``candidates`` with the first ``late_interaction_depth`` reordered by MaxSim
+    (search/late_interaction.py), None) — or the candidates unchanged and why, when the
+    embedder's graph has no token output or the in-process model fails."""
+    import asyncio
+
+    from search.late_interaction import reorder, shared_encoder
+
+    encoder = shared_encoder(settings.embedder_onnx_path, settings.embedder_max_tokens)
+    try:
+        return await asyncio.to_thread(reorder, query, candidates, encoder,
+                                       settings.late_interaction_depth), None
+    except Exception as exc:  # noqa: BLE001 — the fused order stands, the result says why
+        return candidates, f"late interaction off: {exc}"
 
 
 def _reasons(*reasons: str | None) -> str | None:

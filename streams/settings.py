@@ -128,6 +128,11 @@ class Settings(BaseSettings):
     reranker_dir: Path | None = None
     reranker_model: str = "reranker"
     reranker_timeout_s: float = 2.0
+    # second stage of search (search/late_interaction.py): "late-interaction" reorders the
+    # first late_interaction_depth fused candidates by MaxSim over the embedder's token
+    # vectors, computed from their text at query time (in process: slow on a CPU)
+    second_stage: Literal["none", "late-interaction"] = "none"
+    late_interaction_depth: int = Field(20, ge=2, le=200)
 
     # workers serve Prometheus /metrics on metrics_host:metrics_port (0 = off); a
     # container sets metrics_host 0.0.0.0 so Prometheus and kubelet probes reach it

@@ -304,3 +304,16 @@ def test_collection_with_bm25_on_raw_text_still_searches(stack, project):
                + [{"document_id": f"{project}-d", "text": t} for t in _distractors(20)], stack))
     res = run(search(RARE, project=project, k=3, settings=stack))
     assert res.rankers[:3] == ["dense", "bm25", "rrf"] and f"{project}-t" in _ids(res), res.rankers
+
+
+def test_late_interaction_reorders_the_fused_head_when_asked(stack, corpus):
+    from search.query import search
+
+    late = stack.model_copy(update={"second_stage": "late-interaction", "late_interaction_depth": 5})
+    res = run(search(f"allotment gardens reopen {RARE}", project=corpus, k=10, settings=late))
+    assert res.rankers == ["dense", "bm25", "rrf", "late-interaction"], (res.rankers, res.fallback_reason)
+    assert all(h["embed_text"] == h["text"] for h in res.hits)  # rows written without one: the text
+    assert [("late_score" in h) for h in res.hits] == [True] * 5 + [False] * 5
+    assert res.hits[0]["document_id"] == f"{corpus}-t"
+    cjk = run(search("农贸市场招标编号", project=corpus, k=3, settings=late))
+    assert "late-interaction" not in cjk.rankers and "CJK query" in cjk.fallback_reason

@@ -12,6 +12,10 @@ Graph contract (what ``adapters/embedder.py`` and ``triton/embedder/1/model.py``
 - output  ``embedding``      float32 (batch, 384) — mean of the last hidden state over
           tokens with mask 1, divided by its L2 norm (clamped at 1e-12), i.e.
           exactly sentence-transformers' ``Pooling(mean) + Normalize``.
+- output  ``token_embeddings`` float32 (batch, seq, 384) — that last hidden state itself
+          (not normalised; padding rows are whatever the encoder gives them), for
+          search's late-interaction second stage (search/late_interaction.py).  Asking
+          for ``embedding`` alone, as the embedders do, leaves it unused.
 
 ``token_type_ids`` is all zeros for single sentences, so the graph builds it itself.
 
@@ -100,17 +104,19 @@ def tokenizer_json(max_tokens: int = MAX_TOKENS) -> str:
     return tok.to_str()
 
 
-def _load_torch_encoder():
-    """The torch ``MeanPoolNormalize`` module (eval mode, eager attention)."""
+def _load_torch_encoder(with_tokens: bool = False):
+    """The torch ``MeanPoolNormalize`` module (eval mode, eager attention); with
+    ``with_tokens`` its forward returns ``(embedding, last hidden state)``."""
     import torch
     from transformers import BertModel
 
     class MeanPoolNormalize(torch.nn.Module):
-        """BertModel -> masked mean over tokens -> L2 normalise; (B,S)->(B,384)."""
+        """BertModel -> masked mean over tokens -> L2 normalise; (B,S)->(B,384)
+        (and the (B,S,384) hidden state when ``with_tokens``)."""
 
-        def __init__(self, bert: torch.nn.Module) -> None:
+        def __init__(self, bert: torch.nn.Module, with_tokens: bool) -> None:
             super().__init__()
-            self.bert = bert
+            self.bert, self.with_tokens = bert, with_tokens
 
         def forward(self, input_ids, attention_mask):  # noqa: D401 - torch signature
             token_type_ids = torch.zeros_like(input_ids)
@@ -124,11 +130,11 @@ def _load_torch_encoder():
             counts = mask.sum(dim=1).clamp(min=1e-9)
             mean = summed / counts
             norm = mean.norm(p=2, dim=1, keepdim=True).clamp(min=1e-12)
-            return mean / norm
+            return (mean / norm, hidden) if self.with_tokens else mean / norm
 
     bert = BertModel.from_pretrained(str(model_dir()), attn_implementation="eager")
     bert.eval()
-    return MeanPoolNormalize(bert).eval()
+    return MeanPoolNormalize(bert, with_tokens).eval()
 
 
 def torch_embed(texts: list[str], max_tokens: int = MAX_TOKENS):
@@ -158,7 +164,7 @@ def export(output: Path = DEFAULT_OUTPUT, opset: int = OPSET) -> Path:
     output = Path(output).resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    model = _load_torch_encoder()
+    model = _load_torch_encoder(with_tokens=True)
     ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]], dtype=torch.int64)
     mask = (ids != 0).to(torch.int64)
     fd, tmp = tempfile.mkstemp(suffix=".onnx", dir=output.parent)
@@ -170,11 +176,12 @@ def export(output: Path = DEFAULT_OUTPUT, opset: int = OPSET) -> Path:
                 (ids, mask),
                 tmp,
                 input_names=["input_ids", "attention_mask"],
-                output_names=["embedding"],
+                output_names=["embedding", "token_embeddings"],
                 dynamic_axes={
                     "input_ids": {0: "batch", 1: "seq"},
                     "attention_mask": {0: "batch", 1: "seq"},
                     "embedding": {0: "batch"},
+                    "token_embeddings": {0: "batch", 1: "seq"},
                 },
                 opset_version=opset,
                 do_constant_folding=True,
@@ -185,7 +192,8 @@ def export(output: Path = DEFAULT_OUTPUT, opset: int = OPSET) -> Path:
         meta = proto.metadata_props.add()
         meta.key, meta.value = "ragstream", json.dumps(
             {"model": "sentence-transformers/all-MiniLM-L6-v2", "dim": DIM,
-             "max_tokens": MAX_TOKENS, "pooling": "mean", "normalize": True}
+             "max_tokens": MAX_TOKENS, "pooling": "mean", "normalize": True,
+             "outputs": ["embedding", "token_embeddings"]}
         )
         onnx.save(proto, tmp)
         os.chmod(tmp, 0o644)
