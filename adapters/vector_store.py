@@ -120,7 +120,7 @@ METADATA = "metadata"
 #: the text the embedder read (enhance's header + a table's ``column: value`` rendering;
 #: the chunk text when enhance set none), for search's late-interaction second stage
 #: (search/late_interaction.py); collections made before it have none (the stage then
-#: reads ``text``, and says so)
+#: does not run, and says so: MaxSim over the bare text ranked worse than no stage)
 EMBED_TEXT = "embed_text"
 
 
