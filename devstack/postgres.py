@@ -25,7 +25,7 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
 
-from devstack.supervisor import LOOPBACK, DevStackError, Paths, Service, alive, register
+from devstack.supervisor import LOOPBACK, DevStackError, Paths, Service, log_tail, alive, register
 from streams.settings import Settings
 
 # ---------------------------------------------------------------- postgres
@@ -193,6 +193,23 @@ async def _pg_prepare(settings: Settings, paths: Paths) -> None:
             lock.unlink(missing_ok=True)
     if (paths.data / "PG_VERSION").exists():
         return
+    returncode = await _initdb(paths, user)
+    if returncode < 0:
+        # Killed by a signal: seen once, in CI (stop 41's run of 8645820: exit -11,
+        # SIGSEGV, as the test stack started; not reproduced on the dev VM with
+        # PostgreSQL 15.18 or 15.20, and that run's log was not kept).  A crashed
+        # initdb leaves a half-made cluster; it is wiped and initdb runs once more.
+        _note(paths.log, f"initdb killed by {_signal_name(returncode)}; wiping {paths.data} and running it once more")
+        _empty(paths.data)
+        returncode = await _initdb(paths, user)
+    if returncode != 0:
+        how = _signal_name(returncode) if returncode < 0 else f"exit {returncode}"
+        raise DevStackError(f"postgres: initdb failed ({how}); see {paths.log}:\n{log_tail(paths.log)}")
+
+
+async def _initdb(paths: Paths, user: str | None) -> int:
+    """Run ``initdb`` on the (empty) data directory as ``user``; its output goes to
+    the service log.  Returns the exit status (negative: killed by that signal)."""
     with open(paths.log, "ab") as log:
         result = await asyncio.to_thread(
             subprocess.run,
@@ -200,8 +217,31 @@ async def _pg_prepare(settings: Settings, paths: Paths) -> None:
              "-E", "UTF8", "--locale=C", "--no-sync"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.data, **_as_user(user),
         )
-    if result.returncode != 0:
-        raise DevStackError(f"postgres: initdb failed (exit {result.returncode}); see {paths.log}")
+    return result.returncode
+
+
+def _signal_name(returncode: int) -> str:
+    """``-11`` -> ``'signal 11 (SIGSEGV)'``: a subprocess status killed by a signal."""
+    try:
+        return f"signal {-returncode} ({signal.Signals(-returncode).name})"
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _note(log: Path, line: str) -> None:
+    """Append one ``ragstream:`` line to a service log (what the supervisor did, beside
+    what the service printed)."""
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"ragstream: {line}\n")
+
+
+def _empty(directory: Path) -> None:
+    """Remove everything inside ``directory``, keeping the directory (its owner and mode)."""
+    for child in directory.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def _pg_command(settings: Settings, paths: Paths) -> list[str]:

@@ -347,7 +347,9 @@ def _read_pid(paths: Paths) -> int | None:
     return None
 
 
-def _log_tail(path: Path, lines: int = 15) -> str:
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a service log, indented, for an error message
+    (``"(no log)"`` when it cannot be read)."""
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -407,13 +409,13 @@ async def _wait_healthy(svc: Service, settings: Settings, paths: Paths, pid: int
     while True:
         if pid is not None and not alive(pid):
             raise ProcessExited(
-                f"{svc.name}: process {pid} exited during startup; see {paths.log}:\n{_log_tail(paths.log)}"
+                f"{svc.name}: process {pid} exited during startup; see {paths.log}:\n{log_tail(paths.log)}"
             )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise DevStackError(
                 f"{svc.name}: not healthy at {svc.endpoint(settings)} before the deadline ({last}); "
-                f"see {paths.log}:\n{_log_tail(paths.log)}"
+                f"see {paths.log}:\n{log_tail(paths.log)}"
             )
         last = await _check(svc, settings, min(5.0, max(remaining, 0.5))) or ""
         if not last:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import devstack
+import devstack.postgres
 from devstack.s3 import ensure_bucket
 from streams.settings import Settings
 from tests.conftest import free_port_block
@@ -401,3 +402,47 @@ async def test_postgres_runs_when_data_dir_is_under_a_private_directory() -> Non
         home = devstack.Paths.of(settings, "postgres").data
         shutil.rmtree(private, ignore_errors=True)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _initdb_wrapper(directory: Path, crashes: int) -> Path:
+    """An ``initdb`` stand-in that kills itself with SIGSEGV on its first ``crashes``
+    runs (counted in a file beside it), then runs the real one with the same arguments."""
+    real = devstack.postgres._pg_bin("initdb")
+    script = directory / "initdb"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {directory}/runs 2>/dev/null || echo 0); echo $((n + 1)) > {directory}/runs\n"
+        f"if [ \"$n\" -lt {crashes} ]; then echo 'initdb stand-in: crashing'; kill -SEGV $$; fi\n"
+        f"exec {real} \"$@\"\n")
+    script.chmod(0o755)
+    (directory / "runs").write_text("0")
+    (directory / "runs").chmod(0o666)
+    return script
+
+
+@pytest.mark.parametrize("crashes", [1, 2])
+async def test_initdb_killed_by_a_signal_runs_once_more_then_names_the_signal(monkeypatch, crashes: int) -> None:
+    """Stop 41's CI run: initdb exited -11 (SIGSEGV) and the error said only 'exit -11'.
+    A crash wipes the half-made cluster and initdb runs once more; a second crash
+    fails the start naming the signal, with the log's last lines in the message."""
+    work = Path(tempfile.mkdtemp(prefix="ragstream-initdb-", dir="/tmp"))
+    work.chmod(0o755)  # the server's user runs the stand-in and counts its runs here
+    wrapper = _initdb_wrapper(work, crashes)
+    real_bin = devstack.postgres._pg_bin
+    monkeypatch.setattr(devstack.postgres, "_pg_bin", lambda name: str(wrapper) if name == "initdb" else real_bin(name))
+    settings = Settings(data_dir=work / "data")
+    paths = devstack.Paths.of(settings, "postgres")
+    paths.data.mkdir(parents=True)
+    paths.log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if crashes == 1:
+            await devstack.postgres._pg_prepare(settings, paths)
+            assert (paths.data / "PG_VERSION").exists()
+            assert "ragstream: initdb killed by signal 11 (SIGSEGV)" in paths.log.read_text()
+        else:
+            with pytest.raises(devstack.DevStackError,
+                               match=r"(?s)initdb failed \(signal 11 \(SIGSEGV\)\).*initdb stand-in: crashing"):
+                await devstack.postgres._pg_prepare(settings, paths)
+        assert (work / "runs").read_text().strip() == "2"  # the crash(es) and the one more run
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
