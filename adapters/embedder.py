@@ -28,6 +28,7 @@ import numpy as np
 
 # DIM, Embedder, EmbedderError stay importable from here (the embed stage, tests)
 from adapters.embedding import DIM, MAX_TOKENS, Embedder, EmbedderError, check_texts  # noqa: F401
+from adapters.int8_model import int8_path, is_stale, quantize_int8
 from adapters.model_identity import identity, onnx_parts
 from stages.tokens import tokenizer_path
 
@@ -38,6 +39,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: where ``triton/export_embedder.py`` writes the model by default (gitignored)
 DEFAULT_ONNX_PATH = REPO_ROOT / "triton" / "embedder" / "1" / "model.onnx"
 EXPORT_SCRIPT = REPO_ROOT / "triton" / "export_embedder.py"
+#: the in-process embedder's model precisions (``settings.embedder_precision``)
+PRECISIONS = ("fp32", "int8")
 
 
 def cpu_session(model_path: Path, intra_op_threads: int = 0):
@@ -106,6 +109,8 @@ class OnnxEmbedder:
     - ``intra_op_threads``: ONNX Runtime intra-op threads (0 = ORT default, one per
       core).  All runs go through one worker thread, so calls never oversubscribe
       the cores and the event loop is never blocked.
+    - ``precision``: ``"fp32"`` (the export itself) or ``"int8"``: its dynamically
+      quantized variant beside it (adapters/int8_model.py), made on first use.
 
     ``embed()`` raises ``TypeError`` for non-string items and ``EmbedderError`` when
     the model cannot be exported or loaded.
@@ -119,13 +124,18 @@ class OnnxEmbedder:
         batch_size: int = 32,
         intra_op_threads: int = 0,
         export: bool = True,
+        precision: str = "fp32",
     ) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if not 1 <= max_tokens <= MAX_TOKENS:
             raise ValueError(f"max_tokens must be in 1..{MAX_TOKENS}, got {max_tokens}")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
         self.dim = DIM
-        self.model_path = Path(model_path) if model_path else DEFAULT_ONNX_PATH
+        self.precision = precision
+        self.float_model_path = Path(model_path) if model_path else DEFAULT_ONNX_PATH
+        self.model_path = int8_path(self.float_model_path) if precision == "int8" else self.float_model_path
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.intra_op_threads = intra_op_threads
@@ -142,10 +152,12 @@ class OnnxEmbedder:
         with self._load_lock:
             if self._session is not None:
                 return
-            if not self.model_path.is_file():
+            if not self.float_model_path.is_file():
                 if not self._export:
-                    raise EmbedderError(f"ONNX model not found: {self.model_path}")
-                export_onnx(self.model_path)
+                    raise EmbedderError(f"ONNX model not found: {self.float_model_path}")
+                export_onnx(self.float_model_path)
+            if self.precision == "int8" and is_stale(self.float_model_path, self.model_path):
+                quantize_int8(self.float_model_path, self.model_path)
             before = self.model_path.stat()
             parts = onnx_parts(self.model_path, tokenizer_path(), self.max_tokens)
             self._session = cpu_session(self.model_path, self.intra_op_threads)
@@ -226,24 +238,33 @@ class OnnxEmbedder:
         self._session = None
 
 
+def onnx_embedder(settings: "Settings") -> "OnnxEmbedder":
+    """The in-process embedder the settings describe: ``embedder_onnx_path`` (the float
+    export), ``embedder_max_tokens``, ``embedder_threads``, ``embedder_precision``.
+    Used for ingest (:func:`create_embedder`) and for queries (search.query), so that
+    both read the same model."""
+    return OnnxEmbedder(settings.embedder_onnx_path, max_tokens=settings.embedder_max_tokens,
+                        intra_op_threads=settings.embedder_threads, precision=settings.embedder_precision)
+
+
 def create_embedder(settings: "Settings | None" = None) -> Embedder:
     """The embedder selected by ``settings.embedder``: ``"onnx"`` → :class:`OnnxEmbedder`
-    (``embedder_onnx_path``, ``embedder_threads``), ``"triton"`` →
+    (:func:`onnx_embedder`), ``"triton"`` →
     :class:`adapters.triton_embedder.TritonEmbedder` (``triton_grpc_port`` …).
     Create it inside the running event loop for ``"triton"`` (its gRPC channel binds
-    to that loop).  Raises ``ValueError`` for any other value."""
+    to that loop).  Raises ``ValueError`` for any other value, and for
+    ``embedder_precision="int8"`` with Triton (its CPU model serves the float export)."""
     if settings is None:
         from streams.settings import get_settings
 
         settings = get_settings()
     kind = str(settings.embedder).lower()
     if kind == "onnx":
-        return OnnxEmbedder(
-            settings.embedder_onnx_path,
-            max_tokens=settings.embedder_max_tokens,
-            intra_op_threads=settings.embedder_threads,
-        )
+        return onnx_embedder(settings)
     if kind == "triton":
+        if settings.embedder_precision != "fp32":
+            raise ValueError("RAGSTREAM_EMBEDDER_PRECISION=int8 is an option of the in-process embedder: "
+                             "set RAGSTREAM_EMBEDDER=onnx with it (Triton's model serves the float export)")
         from adapters.triton_embedder import TritonEmbedder
 
         return TritonEmbedder.from_settings(settings)

@@ -155,6 +155,15 @@ def embed(repeats: int = typer.Option(2, help="runs per case (best is kept)")) -
     bench_embed(repeats=repeats)
 
 
+@bench_app.command("int8")
+def int8(repeats: int = typer.Option(3, help="runs per case (best is kept)"),
+         threads: int = typer.Option(0, help="ONNX Runtime intra-op threads (0: one per core)")) -> None:
+    """Chunks/s of the int8 embedder vs the float one in process, and their vectors' cosine."""
+    from bench.int8 import bench_int8
+
+    bench_int8(repeats=repeats, threads=threads)
+
+
 @bench_app.command("spinning")
 def spinning(repeats: int = typer.Option(2, help="runs per setting (best is kept)"),
              batches: int = typer.Option(20, help="batches in the stream"),

@@ -111,6 +111,9 @@ class Settings(BaseSettings):
     embedder_onnx_path: Path | None = None
     embedder_threads: int = 0
     embedder_max_tokens: int = 256
+    # in-process embedder's weights: the float export or its int8 dynamic quantization
+    # (adapters/int8_model.py; its own embedding-cache key; `ragstream bench int8`)
+    embedder_precision: Literal["fp32", "int8"] = "fp32"
     # Triton server (devstack/triton.py): its venv (None = .venv-triton), model
     # repository (None = triton/), models to load, ONNX Runtime threads per model
     # instance (0 = one per core)
