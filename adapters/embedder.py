@@ -247,6 +247,23 @@ def onnx_embedder(settings: "Settings") -> "OnnxEmbedder":
                         intra_op_threads=settings.embedder_threads, precision=settings.embedder_precision)
 
 
+_shared: dict[tuple, "OnnxEmbedder"] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_onnx_embedder(settings: "Settings") -> "OnnxEmbedder":
+    """One :func:`onnx_embedder` per process and model (float path, token limit,
+    threads, precision), kept open for the queries of the search path: building one
+    per query cost 156-168 ms of session load a search (one core, 2026-12-07), a kept
+    one embeds a query in 5-6 ms (`embed_query` three times in one process).  Callers must not close it."""
+    key = (str(settings.embedder_onnx_path or DEFAULT_ONNX_PATH), settings.embedder_max_tokens,
+           settings.embedder_threads, settings.embedder_precision)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = onnx_embedder(settings)
+        return _shared[key]
+
+
 def create_embedder(settings: "Settings | None" = None) -> Embedder:
     """The embedder selected by ``settings.embedder``: ``"onnx"`` → :class:`OnnxEmbedder`
     (:func:`onnx_embedder`), ``"triton"`` →

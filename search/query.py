@@ -168,7 +168,7 @@ QUERY_DEADLINE_S = 2.0  # online embedding of one query through Triton
 async def embed_query(query: str, settings: Settings) -> tuple[Any, str]:
     """The query's vector (float32 (384,), L2-normalised) and which embedder made it:
     ``"triton"`` or ``"onnx"`` (configured, or the fallback when Triton failed)."""
-    from adapters.embedder import onnx_embedder
+    from adapters.embedder import shared_onnx_embedder
     from adapters.triton_embedder import TritonEmbedder
 
     if settings.embedder == "triton":
@@ -180,11 +180,7 @@ async def embed_query(query: str, settings: Settings) -> tuple[Any, str]:
             pass
         finally:
             await online.close()
-    local = onnx_embedder(settings)
-    try:
-        return (await local.embed([query]))[0], "onnx"
-    finally:
-        await local.close()
+    return (await shared_onnx_embedder(settings).embed([query]))[0], "onnx"
 
 
 async def search(query: str, *, project: str, k: int, settings: Settings,

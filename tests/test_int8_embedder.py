@@ -81,3 +81,21 @@ def test_bench_int8_prints_its_summary_line_last():
     ratio = bench_int8(repeats=1, batches=(4,), tokens=(20,), threads=1, log=lines.append)
     assert ratio > 0 and len(lines) == 4  # machine, one case, real sentences, summary
     assert re.fullmatch(r"int8_vs_fp32=\d+\.\d{3} cos_min=0\.9\d{3} cos_mean=0\.9\d{3}", lines[-1]), lines
+
+
+def test_queries_share_one_embedder_per_model():
+    """search.query.embed_query keeps one in-process embedder per model (a new one per
+    query cost ~160 ms of session load); the int8 one is another model."""
+    import asyncio
+
+    from adapters.embedder import shared_onnx_embedder
+    from search.query import embed_query
+
+    fp32 = Settings(embedder="onnx", embedder_threads=1)
+    int8 = fp32.model_copy(update={"embedder_precision": "int8"})
+    assert shared_onnx_embedder(fp32) is shared_onnx_embedder(fp32.model_copy())
+    assert shared_onnx_embedder(int8) is not shared_onnx_embedder(fp32)
+    assert shared_onnx_embedder(int8).model_path.name == "model.int8.onnx"
+    vector, who = asyncio.run(embed_query("how can the contract be ended", int8))
+    again, _ = asyncio.run(embed_query("how can the contract be ended", int8))  # a second loop
+    assert who == "onnx" and vector.shape == (384,) and np.array_equal(vector, again)
