@@ -209,13 +209,17 @@ async def _pg_prepare(settings: Settings, paths: Paths) -> None:
 
 async def _initdb(paths: Paths, user: str | None) -> int:
     """Run ``initdb`` on the (empty) data directory as ``user``; its output goes to
-    the service log.  Returns the exit status (negative: killed by that signal)."""
+    the service log.  Returns the exit status (negative: killed by that signal).
+
+    It gets a minimal environment (PATH, the C locale), not this process's: nothing
+    a caller loaded or exported (``LD_*``, ``PG*``, ``TZ``, malloc tuning) reaches it."""
     with open(paths.log, "ab") as log:
         result = await asyncio.to_thread(
             subprocess.run,
             [_pg_bin("initdb"), "-D", str(paths.data), "-U", _PG_SUPERUSER, "--auth=trust",
              "-E", "UTF8", "--locale=C", "--no-sync"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.data, **_as_user(user),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=paths.data,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C", "LC_ALL": "C"}, **_as_user(user),
         )
     return result.returncode
 

@@ -412,11 +412,13 @@ def _initdb_wrapper(directory: Path, crashes: int) -> Path:
     script.write_text(
         "#!/bin/sh\n"
         f"n=$(cat {directory}/runs 2>/dev/null || echo 0); echo $((n + 1)) > {directory}/runs\n"
+        f"env > {directory}/env\n"
         f"if [ \"$n\" -lt {crashes} ]; then echo 'initdb stand-in: crashing'; kill -SEGV $$; fi\n"
         f"exec {real} \"$@\"\n")
     script.chmod(0o755)
-    (directory / "runs").write_text("0")
-    (directory / "runs").chmod(0o666)
+    for name, text in (("runs", "0"), ("env", "")):
+        (directory / name).write_text(text)
+        (directory / name).chmod(0o666)
     return script
 
 
@@ -430,6 +432,7 @@ async def test_initdb_killed_by_a_signal_runs_once_more_then_names_the_signal(mo
     wrapper = _initdb_wrapper(work, crashes)
     real_bin = devstack.postgres._pg_bin
     monkeypatch.setattr(devstack.postgres, "_pg_bin", lambda name: str(wrapper) if name == "initdb" else real_bin(name))
+    monkeypatch.setenv("PGDATA", "/nonexistent")  # this process's environment stays here
     settings = Settings(data_dir=work / "data")
     paths = devstack.Paths.of(settings, "postgres")
     paths.data.mkdir(parents=True)
@@ -444,5 +447,7 @@ async def test_initdb_killed_by_a_signal_runs_once_more_then_names_the_signal(mo
                                match=r"(?s)initdb failed \(signal 11 \(SIGSEGV\)\).*initdb stand-in: crashing"):
                 await devstack.postgres._pg_prepare(settings, paths)
         assert (work / "runs").read_text().strip() == "2"  # the crash(es) and the one more run
+        env = dict(line.split("=", 1) for line in (work / "env").read_text().splitlines() if "=" in line)
+        assert "PGDATA" not in env and env["LC_ALL"] == "C"
     finally:
         shutil.rmtree(work, ignore_errors=True)
