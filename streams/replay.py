@@ -84,6 +84,7 @@ class Replay:
         self.ledger, self.store, self.collection, self.embedder = ledger, store, collection, embedder
         self.records = 0
         self.written = 0
+        self.batch = BATCH  # records per fetch, each written (and embedded) at once
         self._states: dict[tuple[str, int], bool] = {}
         self.keys = DocumentKeys(ledger.pool)  # opens the sealed records (schemas/sealing.py)
 
@@ -119,7 +120,10 @@ class Replay:
 
     async def run_to(self, ends: dict[TopicPartition, int], timeout_s: float = 120.0) -> int:
         """Read every partition up to ``ends``, write the wanted records, commit; returns
-        the records read.  Raises TimeoutError when they do not all arrive in time."""
+        the records read.  Raises TimeoutError when ``timeout_s`` seconds pass without a
+        record arriving: the wait is for a silent topic, not for the whole pass, which
+        takes as long as writing takes (re-embedding a 33-document project's chunks
+        in process took over 120 s, and the pass failed while it was still reading)."""
         self._states.clear()  # the ledger moves on: decide afresh each pass
         before = self.records
         pending = {tp for tp in self.partitions if await self.consumer.position(tp) < ends[tp]}
@@ -127,10 +131,10 @@ class Replay:
         while pending:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"{self.spec.name}: records up to the end offsets did not arrive "
-                                   f"in {timeout_s:g} s")
+                raise TimeoutError(f"{self.spec.name}: no record arrived for {timeout_s:g} s before "
+                                   "the end offsets were reached")
             batches = await self.consumer.getmany(*pending, timeout_ms=int(min(remaining, 0.5) * 1000),
-                                                  max_records=BATCH)
+                                                  max_records=self.batch)
             for tp, messages in batches.items():
                 beyond = any(m.offset >= ends[tp] for m in messages)
                 messages = [m for m in messages if m.offset < ends[tp]]
@@ -142,6 +146,8 @@ class Replay:
                         {tp: messages[-1].offset + 1})
                 if beyond:  # fetched past the end: the next pass must read those again
                     self.consumer.seek(tp, ends[tp])
+            if any(batches.values()):  # progress: the silence is counted from its end
+                deadline = time.monotonic() + timeout_s
             for tp in list(pending):
                 if await self.consumer.position(tp) >= ends[tp]:
                     pending.discard(tp)

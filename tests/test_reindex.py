@@ -231,3 +231,62 @@ def test_reindex_swaps_under_search_and_rolls_back(stack, worker, tmp_path, proj
                                                 "rollback": {"prod": None, "test": v2}}
     assert _cli("reindex", "-p", project, "--rollback", "--alias", "test")["to"] == v2
     store.close()
+
+
+class _SlowEmbedder:
+    """The in-process embedder, each call held back ``delay_s`` (a re-embedding pass
+    on a busy CPU, in small measure)."""
+
+    def __init__(self, delay_s: float):
+        from adapters.embedder import OnnxEmbedder
+
+        self.inner, self.delay_s, self.calls = OnnxEmbedder(), delay_s, 0
+
+    async def embed(self, texts):
+        self.calls += 1
+        await asyncio.sleep(self.delay_s)
+        return await self.inner.embed(texts)
+
+
+def test_a_pass_longer_than_the_silence_limit_completes(stack, worker, tmp_path, project):
+    """A re-embedding replay (``ragstream reindex --embedder onnx``) failed on a 33-document
+    project: run_to's 120 s counted the whole pass.  Now it counts silence: here each
+    fetch of 2 records waits 0.6 s to embed, the pass takes several seconds, the limit
+    is 1 s, and every current chunk is written."""
+    from adapters import collection_aliases as ca
+    from adapters.metadata import Metadata
+    from adapters.vector_store import VectorStore
+    from streams.replay import Replay, current_chunk_counts
+    from topics import ENHANCED
+
+    (tmp_path / "pumps.md").write_text("\n\n".join(
+        f"# Pump {i}\n\nPump {i} runs at {100 + i} litres a minute and is serviced every {i + 2} months; "
+        + "its bearings and seals are checked and replaced when worn. " * 12 for i in range(6)))
+    done = ingest([tmp_path / "pumps.md"], project)
+    assert {e.status for e in done.last.values()} == {"COMPLETED"}, done.last
+    settings = stack
+    store = VectorStore(settings.milvus_uri)
+    embedder = _SlowEmbedder(0.6)
+
+    async def go():
+        collection = await asyncio.to_thread(ca.create_version, store, project,
+                                             max(await asyncio.to_thread(ca.physical_versions, store, project)) + 1)
+        async with Metadata(settings.pg_dsn) as md, Replay(
+                settings.kafka_bootstrap, ENHANCED, f"test-slow-{project}", project, md.ledger, store,
+                collection, embedder=embedder) as replay:
+            replay.batch = 2
+            ends = await replay.end_offsets()
+            for tp in replay.partitions:  # this document's chunks are the newest records: skip the rest
+                replay.consumer.seek(tp, max(0, ends[tp] - 20))
+            started = time.monotonic()
+            await replay.run_to(ends, timeout_s=1.0)
+            return replay.written, time.monotonic() - started, await current_chunk_counts(md.ledger, project)
+
+    try:
+        written, took, counts = run(go())
+    finally:
+        store.close()
+        run(embedder.inner.close())
+    [(_, chunks)] = counts.values()
+    assert 3 <= chunks <= 20 and written == chunks
+    assert embedder.calls >= 2 and took > 1.0  # longer than the limit, and it finished
