@@ -39,8 +39,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: where ``triton/export_embedder.py`` writes the model by default (gitignored)
 DEFAULT_ONNX_PATH = REPO_ROOT / "triton" / "embedder" / "1" / "model.onnx"
 EXPORT_SCRIPT = REPO_ROOT / "triton" / "export_embedder.py"
-#: the in-process embedder's model precisions (``settings.embedder_precision``)
-PRECISIONS = ("fp32", "int8")
+
+
+def precisions() -> tuple[str, ...]:
+    """The in-process embedder's model precisions: the values ``settings.embedder_precision``
+    allows (its Literal is the one list)."""
+    from typing import get_args
+
+    from streams.settings import Settings
+
+    return get_args(Settings.model_fields["embedder_precision"].annotation)
 
 
 def cpu_session(model_path: Path, intra_op_threads: int = 0):
@@ -126,8 +134,8 @@ class OnnxEmbedder:
         export: bool = True,
         precision: str = "fp32",
     ) -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if precision not in precisions():
+            raise ValueError(f"precision must be one of {precisions()}, got {precision!r}")
         if not 1 <= max_tokens <= MAX_TOKENS:
             raise ValueError(f"max_tokens must be in 1..{MAX_TOKENS}, got {max_tokens}")
         if batch_size < 1:

@@ -69,7 +69,9 @@ def make_texts(n: int, tokens: int, seed: int = 0) -> list[str]:
     return texts
 
 
-async def _timed(embedder, texts: list[str]) -> float:
+async def chunks_per_s(embedder, texts: list[str]) -> float:
+    """``len(texts)`` / wall seconds of one ``embedder.embed(texts)`` call (tokenisation
+    included); asserts the result is ``(len(texts), 384)``."""
     t0 = time.perf_counter()
     out = await embedder.embed(texts)
     dt = time.perf_counter() - t0
@@ -93,11 +95,11 @@ async def run_cases(grpc_url: str, batches=(64, 256), tokens=(50, 300), repeats:
                 best_o = best_t = 0.0
                 for r in range(repeats):
                     if r % 2 == 0:
-                        best_o = max(best_o, await _timed(onnx, texts))
-                        best_t = max(best_t, await _timed(triton, texts))
+                        best_o = max(best_o, await chunks_per_s(onnx, texts))
+                        best_t = max(best_t, await chunks_per_s(triton, texts))
                     else:
-                        best_t = max(best_t, await _timed(triton, texts))
-                        best_o = max(best_o, await _timed(onnx, texts))
+                        best_t = max(best_t, await chunks_per_s(triton, texts))
+                        best_o = max(best_o, await chunks_per_s(onnx, texts))
                 res = CaseResult(batch, tok, best_o, best_t)
                 log(f"batch={batch:<4} tokens~{tok:<4} in-process={best_o:8.1f} chunks/s  "
                     f"triton={best_t:8.1f} chunks/s  ratio={res.ratio:.3f}")

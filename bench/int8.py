@@ -4,12 +4,13 @@
 Speed: for each case — ``batch`` texts of about ``tokens`` word pieces (bench/embed.py's
 pseudo-sentences; 300 is truncated to the model's 256) — both models embed the same
 texts, the order alternating per repeat; a case's figure is the best of ``repeats``
-runs in chunks/s (texts / wall seconds of one ``embed_sync`` call, tokenisation
-included).  Both use one ONNX Runtime session with the same threads and sub-batch of 32.
+runs in chunks/s (:func:`bench.embed.chunks_per_s`: texts / wall seconds of one
+``embed`` call, tokenisation included).  Both use one ONNX Runtime session with the
+same threads and sub-batch of 32.
 
 Agreement: the cosine between the two models' vectors of every text of the cases,
-and of real sentences (:data:`PASSAGES` and :data:`QUERIES`).  Retrieval on documents is measured
-with the retrieval sets instead (README: re-embed a project with ``ragstream reindex
+and of real sentences (:data:`PASSAGES` and :data:`QUERIES`).  Retrieval on documents
+is measured with the retrieval sets instead (README: re-embed a project with ``ragstream reindex
 --embedder onnx`` under ``RAGSTREAM_EMBEDDER_PRECISION=int8``, then ``ragstream eval
 retrieval``).
 
@@ -17,14 +18,14 @@ Last line: ``int8_vs_fp32=<lowest speed ratio> cos_min=<x> cos_mean=<y>``.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
-import time
 
 import numpy as np
 
 from adapters.embedder import OnnxEmbedder
-from bench.embed import make_texts
+from bench.embed import chunks_per_s, make_texts
 
 # eight passages and a question for each (question i is answered by passage i): the
 # agreement check here and in tests/test_int8_embedder.py
@@ -50,13 +51,14 @@ QUERIES = [
 ]
 
 
-
-def _best_cps(embedder: OnnxEmbedder, texts: list[str]) -> float:
-    t0 = time.perf_counter()
-    out = embedder.embed_sync(texts)
-    dt = time.perf_counter() - t0
-    assert out.shape == (len(texts), 384)
-    return len(texts) / dt
+async def _best_of(fp32: OnnxEmbedder, int8: OnnxEmbedder, texts: list[str], repeats: int) -> dict[str, float]:
+    """Each model's best chunks/s over ``repeats`` runs on ``texts``, the order alternating."""
+    best = {"fp32": 0.0, "int8": 0.0}
+    for r in range(repeats):
+        order = (("fp32", fp32), ("int8", int8)) if r % 2 == 0 else (("int8", int8), ("fp32", fp32))
+        for name, emb in order:
+            best[name] = max(best[name], await chunks_per_s(emb, texts))
+    return best
 
 
 def bench_int8(*, repeats: int = 3, batches=(64, 256), tokens=(50, 300), threads: int = 0,
@@ -74,11 +76,7 @@ def bench_int8(*, repeats: int = 3, batches=(64, 256), tokens=(50, 300), threads
     for tok in tokens:
         for batch in batches:
             texts = make_texts(batch, tok)
-            best = {"fp32": 0.0, "int8": 0.0}
-            for r in range(repeats):
-                order = (("fp32", fp32), ("int8", int8)) if r % 2 == 0 else (("int8", int8), ("fp32", fp32))
-                for name, emb in order:
-                    best[name] = max(best[name], _best_cps(emb, texts))
+            best = asyncio.run(_best_of(fp32, int8, texts, repeats))
             cosines.append((fp32.embed_sync(texts) * int8.embed_sync(texts)).sum(axis=1))
             ratios.append(best["int8"] / best["fp32"])
             log(f"batch={batch:<4} tokens~{tok:<4} fp32={best['fp32']:8.1f} chunks/s  "

@@ -122,8 +122,7 @@ def _link_outside_home(settings: Settings, home: Path) -> None:
     link = Path(settings.data_dir).expanduser().resolve() / "postgres"
     if link.is_symlink() and Path(os.readlink(link)) == home:
         return
-    for child in home.iterdir():
-        shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    _empty(home)
     if link.is_symlink() or link.is_file():
         link.unlink()
     elif link.is_dir():
