@@ -99,13 +99,39 @@ def worker(stack):
     stop_worker(proc)
 
 
-def pytest_collection_modifyitems(items):
-    """Tests marked ``drill`` run last: they stop the session worker (the drills start
+def suite_part(item) -> str:
+    """Which of the two side-by-side pytest processes of ``scripts/test.sh`` runs
+    ``item``: ``"unit"`` for a test that is neither marked ``integration`` nor ``slow``
+    and uses neither the session ``stack`` nor the session ``settings`` (the test
+    stack's addresses: tests/test_migrations.py starts and stops that PostgreSQL
+    through them), directly or through another fixture (``fixturenames`` is the
+    closure); ``"stack"`` for every other test.  Decided from the test itself, so a new
+    test lands in the right part without a list."""
+    if item.get_closest_marker("integration") or item.get_closest_marker("slow"):
+        return "stack"
+    uses = set(getattr(item, "fixturenames", ()))
+    return "stack" if uses & {"stack", "settings"} else "unit"
+
+
+def pytest_collection_modifyitems(config, items):
+    """With ``RAGSTREAM_TEST_PART`` (``unit`` or ``stack``, set by scripts/test.sh)
+    only that part's tests are kept (:func:`suite_part`); the others are reported as
+    deselected.
+
+    Tests marked ``drill`` run last: they stop the session worker (the drills start
     workers of their own in the same per-stage consumer groups).  Of those, the ones
     marked ``group_churn`` (the autoscale drill) run at the very end, so that a
     group it might wedge cannot spoil the other drills.  The wedge seen after it
     (README, broker quirk 7) was quirk 9, a LeaveGroup during a rebalance, which
     the stage apps no longer send; the order stays as a guard."""
+    part = os.environ.get("RAGSTREAM_TEST_PART", "")
+    if part:
+        if part not in ("unit", "stack"):
+            raise pytest.UsageError(f"RAGSTREAM_TEST_PART={part!r}: expected 'unit' or 'stack'")
+        other = [item for item in items if suite_part(item) != part]
+        if other:
+            config.hook.pytest_deselected(items=other)
+            items[:] = [item for item in items if suite_part(item) == part]
     items.sort(key=lambda item: (item.get_closest_marker("drill") is not None,
                                  item.get_closest_marker("group_churn") is not None))
 
