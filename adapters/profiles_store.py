@@ -18,6 +18,7 @@ max_size_bytes         bigint              larger files fail (TooLarge)
 timeout_s              double precision    per conversion / partition call, seconds
 max_pages_per_task     integer             page-range size for large PDFs
 allow_partial          boolean             a failed part leaves the rest COMPLETED (0007)
+chunking               text                fit / characters (0011)
 updated_at             timestamptz         last change
 =====================  ==================  ==========================================
 
@@ -47,7 +48,7 @@ FALLBACK_CATEGORY = "default"
 
 COLUMNS = ("category", "strategy", "ocr_languages", "extract_tables", "extract_images",
            "convert_office_to_pdf", "use_vlm", "filetypes", "max_size_bytes", "timeout_s",
-           "max_pages_per_task", "allow_partial")
+           "max_pages_per_task", "allow_partial", "chunking")
 UPSERT = f"""
 INSERT INTO pipeline_profiles ({", ".join(COLUMNS)}, updated_at)
 VALUES ({", ".join(f"${i}" for i in range(1, len(COLUMNS) + 1))}, now())
@@ -66,7 +67,7 @@ def profile_to_row(profile: Profile) -> tuple:
     return (profile.name, profile.strategy, list(profile.ocr_languages), profile.extract_tables,
             profile.extract_images, profile.convert_office_to_pdf, profile.use_vlm,
             sorted(profile.filetypes), int(profile.max_size_bytes), float(profile.timeout_s),
-            int(profile.max_pages_per_task), bool(profile.allow_partial))
+            int(profile.max_pages_per_task), bool(profile.allow_partial), profile.chunking)
 
 
 def row_to_profile(row) -> Profile:

@@ -69,9 +69,11 @@ async def chunk_one(ctx: StageContext, ready: ElementsReady) -> None:
         raise EmptyDocument(f"no text in any of the {pages} pages"
                             if ready.parts > 1 else "no elements to chunk")
     store = await ctx.resources.store()
-    params = ChunkParams(max_tokens=ctx.settings.embedder_max_tokens)
+    profile = await load_profile(ready.category, ctx.settings.pg_dsn)
+    params = ChunkParams(max_tokens=ctx.settings.embedder_max_tokens,
+                         fit_to_embedder=profile.chunking == "fit")
     chunks = await ctx.resources.pool.run(chunk_elements, elements, params, timeout_s=CHUNK_TIMEOUT_S)
-    if ctx.settings.vlm_base_url and (await load_profile(ready.category, ctx.settings.pg_dsn)).use_vlm:
+    if ctx.settings.vlm_base_url and profile.use_vlm:
         chunks = chunks + image_chunks(elements)
     if not chunks:
         raise EmptyDocument(f"{len(elements)} elements but no text to chunk")

@@ -31,14 +31,17 @@ def peer(corpus: Path = typer.Option(..., exists=True, file_okay=False, help="fo
                                                     help="read the peer's recorded stdout instead of running it"),
          out: Optional[Path] = typer.Option(None, file_okay=False, help="work folder (default: a new temp folder)"),
          keep_running: bool = typer.Option(False, help="leave the stack up afterwards"),
-         runs: int = typer.Option(1, min=1, help="runs per side; the best of each is compared")) -> None:
+         runs: int = typer.Option(1, min=1, help="runs per side; the best of each is compared"),
+         same_work: bool = typer.Option(True, help="also run ragstream with the 'basic' profile (the peer's "
+                                                    "work: no tables/images, 3,000-character chunks)")) -> None:
     """unstructured-ingest and ragstream on the same files: pages, chunks, empty and failed
-    files, pages/s per side, per-stage profile; last line vs_unstructured_ingest=<ratio>."""
+    files, pages/s per side, characters embedded per second, per-stage profile; last line
+    vs_unstructured_ingest=<ratio> same_work_ratio=<ratio> (bench/same_work.py)."""
     from bench.peer import bench_peer
 
     try:
         bench_peer(corpus, Console(width=160), script=peer_script, peer_output=peer_output,
-                   keep_running=keep_running, out_dir=out, runs=runs)
+                   keep_running=keep_running, out_dir=out, runs=runs, same_work=same_work)
     except (ValueError, FileNotFoundError, RuntimeError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=2) from None

@@ -26,7 +26,7 @@ import asyncio
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -47,6 +47,8 @@ class Run:
     embedded: int = 0  # pipeline: rows the embedding cache gained (distinct texts embedded)
     project: str = ""
     empty: int = 0
+    # pipeline: ``{file path: (chunks, pages)}``, (0, 0) for a file that did not complete
+    per_file: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def pages_per_s(self) -> float:
@@ -123,19 +125,20 @@ async def run_direct(files: list[Path], warmup: Path, settings) -> Run:
         vectors.close()
 
 
-async def _pipeline_pages(done, project: str, settings) -> int:
-    """Pages of completed documents, from their processed output in object storage."""
+async def _pipeline_pages(done, project: str, settings) -> dict[str, int]:
+    """``{document_id: pages}`` of completed documents (at least 1 each), from their
+    processed output in object storage."""
     import orjson
 
     from adapters.object_keys import processed_key
     from adapters.object_store import ObjectStore
 
-    total = 0
+    pages: dict[str, int] = {}
     async with ObjectStore(settings) as store:
         for ev in done:
             body = orjson.loads(await store.get_bytes(processed_key(project, ev.document_id, ev.version)))
-            total += max(1, body.get("pages") or 0)
-    return total
+            pages[ev.document_id] = max(1, body.get("pages") or 0)
+    return pages
 
 
 async def embed_cache_rows(settings, clear: bool = False) -> int:
@@ -153,20 +156,21 @@ async def embed_cache_rows(settings, clear: bool = False) -> int:
 
 
 def run_pipeline(files: list[Path], warmup: Path, settings, console: Console,
-                 on_start: Callable[[], None] | None = None) -> Run:
-    """Ingest ``files`` through the running pipeline (after one warm-up document);
-    ``on_start`` is called after the warm-up, just before the clock starts."""
+                 on_start: Callable[[], None] | None = None, category: str = "default") -> Run:
+    """Ingest ``files`` through the running pipeline (after one warm-up document),
+    uploaded with ``category`` (its profile: stages/profiles.py); ``on_start`` is
+    called after the warm-up, just before the clock starts."""
     from cli.progress import ingest_and_follow
 
     quiet = Console(quiet=True)
     project = "benchpipe" + uuid.uuid4().hex[:6]
-    asyncio.run(ingest_and_follow([warmup], project=project + "w", category="default",
+    asyncio.run(ingest_and_follow([warmup], project=project + "w", category=category,
                                   timeout_s=600, console=quiet))
     asyncio.run(embed_cache_rows(settings, clear=True))
     if on_start:
         on_start()
     t0 = time.perf_counter()
-    outcome = asyncio.run(ingest_and_follow(files, project=project, category="default",
+    outcome = asyncio.run(ingest_and_follow(files, project=project, category=category,
                                             timeout_s=3600, console=quiet))
     run = Run("pipeline (Kafka + Faust)", seconds=time.perf_counter() - t0,
               documents=len(outcome.results), project=project)
@@ -174,7 +178,11 @@ def run_pipeline(files: list[Path], warmup: Path, settings, console: Console,
     run.failed = outcome.count("FAILED") + (len(outcome.results) - len(outcome.last))
     run.chunks = sum(e.chunks_total for e in done)
     run.empty = sum(1 for e in done if not e.chunks_total)
-    run.pages = asyncio.run(_pipeline_pages(done, project, settings))
+    pages = asyncio.run(_pipeline_pages(done, project, settings))
+    run.pages = sum(pages.values())
+    chunks = {e.document_id: e.chunks_total for e in done}
+    run.per_file = {str(r.path): (chunks.get(r.document_id, 0), pages.get(r.document_id, 0))
+                    for r in outcome.results}
     run.embedded = asyncio.run(embed_cache_rows(settings))
     return run
 

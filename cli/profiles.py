@@ -6,6 +6,7 @@
                            [--convert/--no-convert] [--vlm/--no-vlm]
                            [--filetypes pdf,docx,...] [--max-size-mb N]
                            [--timeout-s N] [--max-pages-per-task N]
+                           [--allow-partial/--no-allow-partial] [--chunking fit|characters]
     ragstream profiles delete CATEGORY
 
 ``set`` changes only the options given; a new category starts from the ``default``
@@ -23,7 +24,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from stages.profiles import STRATEGIES
+from stages.profiles import CHUNKINGS, STRATEGIES
 
 profiles_app = typer.Typer(help="Category profiles (PostgreSQL table pipeline_profiles).",
                            no_args_is_help=True)
@@ -55,13 +56,13 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="one JSON ob
             typer.echo(json.dumps(p.to_dict()))
         return
     table = Table("category", "strategy", "ocr", "tables", "images", "convert", "vlm",
-                  "max MB", "timeout s", "pages/task", "partial", "types")
+                  "max MB", "timeout s", "pages/task", "partial", "chunking", "types")
     for p in profiles:
         types = sorted(p.filetypes)
         table.add_row(p.name, p.strategy, ",".join(p.ocr_languages), _yn(p.extract_tables),
                       _yn(p.extract_images), _yn(p.convert_office_to_pdf), _yn(p.use_vlm),
                       f"{p.max_size_bytes / 2**20:g}", f"{p.timeout_s:g}", str(p.max_pages_per_task),
-                      _yn(p.allow_partial),
+                      _yn(p.allow_partial), p.chunking,
                       f"{len(types)}: " + ",".join(types[:6]) + ("…" if len(types) > 6 else ""))
     Console(width=200).print(table)
 
@@ -87,6 +88,9 @@ def set_command(
     allow_partial: Optional[bool] = typer.Option(
         None, "--allow-partial/--no-allow-partial",
         help="a part that fails for good leaves the document COMPLETED and partial (default) or fails it"),
+    chunking: Optional[str] = typer.Option(
+        None, help=f"one of {', '.join(CHUNKINGS)}: chunks the embedder reads whole (fit), or by title at "
+                   "3,000 characters of which it reads the first 256 word pieces (characters)"),
 ) -> None:
     """Create or change CATEGORY's profile; prints the stored row as JSON (exit 2 on a bad value)."""
     from stages.profiles import Profile
@@ -97,7 +101,7 @@ def set_command(
         "filetypes": _csv(filetypes),
         "max_size_bytes": int(max_size_mb * 2**20) if max_size_mb is not None else None,
         "timeout_s": timeout_s, "max_pages_per_task": max_pages_per_task,
-        "allow_partial": allow_partial}.items() if v is not None}
+        "allow_partial": allow_partial, "chunking": chunking}.items() if v is not None}
     for key in ("max_size_bytes", "timeout_s", "max_pages_per_task"):
         if key in changes and changes[key] <= 0:
             typer.echo(f"error: {key} must be positive", err=True)

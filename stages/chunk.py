@@ -23,6 +23,12 @@ counted with the embedder's own tokenizer (``stages.tokens.count_word_pieces``):
 3. Every Table element becomes its own chunk(s) (``stages.table_split``): split by
    rows with the header row repeated, each piece's ``table_html`` holding only the
    header and its rows, so each rendering fits and pieces embed differently.
+
+With ``ChunkParams.fit_to_embedder`` False (a profile's ``chunking="characters"``) the
+word pieces are not counted: ``chunk_by_title`` at fixed ``max_characters`` / 4/5 / 1/6
+of it (3,000 / 2,400 / 500, unstructured's defaults), no element split beforehand
+(``chunk_by_title`` cuts one over ``max_characters`` itself); the embedder then reads each chunk's first ``max_tokens`` word
+pieces and drops the rest, as unstructured-ingest does.
 """
 from __future__ import annotations
 
@@ -54,12 +60,14 @@ def highest_page(elements: list[dict]) -> int:
 class ChunkParams:
     """Chunk sizing: ``max_tokens`` (word pieces the embedder reads, special tokens
     included), ``max_characters`` (cap on any chunk's text), ``min_characters``
-    (floor of the derived ``chunk_by_title`` size), ``fill`` (0 < fill ≤ 1)."""
+    (floor of the derived ``chunk_by_title`` size), ``fill`` (0 < fill ≤ 1),
+    ``fit_to_embedder`` (False: sizes in characters only, see the module docstring)."""
 
     max_tokens: int = EMBEDDER_MAX_TOKENS
     max_characters: int = MAX_CHARACTERS
     min_characters: int = MIN_CHARACTERS
     fill: float = FILL
+    fit_to_embedder: bool = True
 
     def __post_init__(self) -> None:
         if self.max_tokens <= SPECIAL_TOKENS:
@@ -83,7 +91,11 @@ def char_sizes(text: str, params: ChunkParams, count: CountTokens) -> CharSizes:
     """``chunk_by_title`` sizes for ``text`` (a run of elements joined): its
     characters per word piece × (``max_tokens`` − 2) × ``fill``, clamped to
     [``min_characters``, ``max_characters``]; 4/5 and 1/6 of that for the soft
-    maximum and the combine threshold."""
+    maximum and the combine threshold.  Without ``fit_to_embedder``: ``max_characters``
+    and the same fractions of it, whatever the text."""
+    if not params.fit_to_embedder:
+        size = params.max_characters
+        return CharSizes(size, size * 4 // 5, size // 6)
     pieces = max(1, count(text) - SPECIAL_TOKENS)
     per_piece = len(text) / pieces
     size = int((params.max_tokens - SPECIAL_TOKENS) * per_piece * params.fill)
@@ -169,7 +181,8 @@ def chunk_elements(element_dicts: list[dict[str, Any]], params: Optional[ChunkPa
     if the format has no pages), ``element_types`` (list[str], distinct categories of
     the elements it came from), ``table_html`` (str | None; a table piece's header
     and rows).  Every chunk's embed text (``stages.enhance.embed_text_for``) is at
-    most ``max_tokens`` word pieces.  Empty input → empty list.
+    most ``max_tokens`` word pieces, unless ``params.fit_to_embedder`` is False (then
+    only ``max_characters`` bounds a chunk).  Empty input → empty list.
     """
     from unstructured.chunking.title import chunk_by_title
     from unstructured.staging.base import elements_from_dicts
@@ -178,6 +191,8 @@ def chunk_elements(element_dicts: list[dict[str, Any]], params: Optional[ChunkPa
     count = count_tokens or count_word_pieces
 
     def fits(s: str) -> bool:
+        if not params.fit_to_embedder:
+            return len(s) <= params.max_characters
         return len(s) <= params.max_characters and count(s) <= params.max_tokens
 
     elements = [e for e in elements_from_dicts(element_dicts) if (e.text or "").strip()]
@@ -190,8 +205,9 @@ def chunk_elements(element_dicts: list[dict[str, Any]], params: Optional[ChunkPa
                             "element_types": ["Table"], "table_html": p.html})
             continue
         sizes = char_sizes("\n\n".join(e.text for e in run), params, count)
-        target = int(params.max_tokens * params.fill)
-        run = _presplit(run, lambda s: len(s) <= sizes.new_after_n_chars and count(s) <= target)
+        if params.fit_to_embedder:  # else chunk_by_title cuts what is over max_characters itself
+            target = int(params.max_tokens * params.fill)
+            run = _presplit(run, lambda s: len(s) <= sizes.new_after_n_chars and count(s) <= target)
         for ch in chunk_by_title(run, max_characters=sizes.max_characters,
                                  new_after_n_chars=sizes.new_after_n_chars,
                                  combine_text_under_n_chars=sizes.combine_text_under_n_chars,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 STRATEGIES = ("auto", "fast", "ocr_only", "hi_res")
+#: how a profile's text is chunked (stages/chunk.py ``ChunkParams.fit_to_embedder``)
+CHUNKINGS = ("fit", "characters")
 
 #: every type ``partition_file`` can handle natively (legacy Office needs LibreOffice)
 NATIVE_TYPES = frozenset({
@@ -50,6 +52,11 @@ class Profile:
         allow_partial: a part of a split document (a page range, a unit range) that
             fails for good leaves the document COMPLETED with ``partial: true`` and
             the part listed (adapters/failed_parts.py); off, it fails the document.
+        chunking: ``"fit"`` (chunks sized so the embedder reads every character: at
+            most 256 word pieces each, stages/chunk.py) or ``"characters"`` (by title
+            at fixed 3,000 / 2,400 / 500 characters, unstructured's defaults; the
+            embedder reads each chunk's first 256 word pieces and drops the rest, as
+            unstructured-ingest does).  Fewer chunks, less embedding, worse recall.
     """
 
     name: str = "default"
@@ -64,10 +71,13 @@ class Profile:
     max_pages_per_task: int = 32
     filetypes: frozenset[str] = field(default_factory=lambda: NATIVE_TYPES | CONVERT_ONLY_TYPES)
     allow_partial: bool = True
+    chunking: str = "fit"
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r}; expected one of {STRATEGIES}")
+        if self.chunking not in CHUNKINGS:
+            raise ValueError(f"unknown chunking {self.chunking!r}; expected one of {CHUNKINGS}")
         object.__setattr__(self, "filetypes", frozenset(self.filetypes))
         object.__setattr__(self, "ocr_languages", tuple(self.ocr_languages))
 
@@ -97,6 +107,11 @@ DEFAULT_PROFILES: dict[str, Profile] = {
     "scanned": Profile(name="scanned", strategy="ocr_only", max_pages_per_task=10, timeout_s=3600.0),
     # legal / contracts: page numbers matter, so Word files go through PDF
     "legal": Profile(name="legal", convert_office_to_pdf=True),
+    # the work unstructured-ingest does by default (``ragstream bench peer``'s
+    # same-work run): text layer, OCR where a page has none, no tables or images, no
+    # VLM, chunks by title at 3,000 characters of which the embedder reads 256 word pieces
+    "basic": Profile(name="basic", extract_tables=False, extract_images=False, use_vlm=False,
+                     chunking="characters"),
 }
 
 

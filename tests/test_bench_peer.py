@@ -175,3 +175,51 @@ def test_bench_peer_wants_at_least_one_run(tmp_path):
 
     with pytest.raises(ValueError, match="runs must be at least 1"):
         bench_peer(tmp_path, Console(quiet=True), runs=0)
+
+
+def test_embedded_chars_count_up_to_the_word_piece_limit():
+    """A text under the limit counts whole; a cut one up to the end of its last kept
+    word piece: 256 pieces are [CLS] + 254 words + [SEP] here, one piece per word."""
+    from bench.embedded_chars import embedded_chars
+
+    long = "word " * 600
+    c = embedded_chars(["short text", long, ""])
+    assert (c.chunks, c.cut, c.total) == (3, 1, 10 + len(long))
+    assert c.embedded == 10 + len("word " * 254) - 1
+    assert c.per_s(2.0) == c.embedded / 2 and c.per_s(0.0) == 0.0
+    assert embedded_chars([long], max_tokens=12).embedded == len("word " * 10) - 1
+
+
+def test_peer_chars_read_only_the_peer_output_folder(tmp_path):
+    """The peer's chunks come from ``np<N>/out`` (one JSON list per input file); its
+    work folder's JSON and metrics.json are not chunks and are left out."""
+    import json
+
+    from bench.peer import peer_chars
+
+    out = tmp_path / "np2" / "out"
+    (out / "pdf").mkdir(parents=True)
+    (out / "pdf" / "a.pdf.json").write_text(json.dumps([{"text": "alpha beta"}, {"text": "w " * 400}]))
+    (out / "empty.txt.json").write_text("[]")
+    (tmp_path / "np2" / "work").mkdir()
+    (tmp_path / "np2" / "work" / "chunked.json").write_text(json.dumps([{"text": "not counted"}]))
+    (tmp_path / "np2" / "metrics.json").write_text(json.dumps({"peak_tree_rss_mb": 1.0}))
+    c = peer_chars(tmp_path)
+    assert (c.chunks, c.cut, c.total) == (2, 1, 10 + 800)
+    assert c.embedded == 10 + len("w " * 254) - 1
+    assert peer_chars(tmp_path / "nothing-here") is None
+
+
+def test_comparison_lines_carry_chars_embedded_for_both_sides():
+    from bench.embedded_chars import EmbeddedChars
+
+    ours = Run("ragstream", documents=24, pages=33, chunks=76, seconds=10.0)
+    figs = parse_peer_output(RECORDED)
+    figs.chars = EmbeddedChars(embedded=12700, total=50800, chunks=51, cut=40)
+    lines = comparison_lines(ours, figs, EmbeddedChars(embedded=90000, total=90000, chunks=76))
+    assert "ragstream_chars_embedded_per_s=9000" in lines
+    assert "peer_chars_embedded_per_s_excl_startup=1000" in lines  # 12,700 over 12.7 s
+    assert "ragstream_text_share_embedded=1.000" in lines and "peer_text_share_embedded=0.250" in lines
+    assert lines[-1].startswith("vs_unstructured_ingest=")
+    bare = comparison_lines(ours, parse_peer_output(RECORDED))
+    assert "ragstream_chars_embedded_per_s=n/a" in bare and "peer_text_share_embedded=n/a" in bare

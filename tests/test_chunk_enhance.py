@@ -1,4 +1,5 @@
 """chunk_by_title chunking and table rendering, without Kafka."""
+import pytest
 from unstructured.documents.elements import ElementMetadata, NarrativeText, Table, Title
 from unstructured.staging.base import elements_to_dicts
 
@@ -34,6 +35,28 @@ def test_chunks_keep_pages_types_and_tables_apart():
 
 def test_chunking_is_deterministic():
     assert chunk_elements(_doc()) == chunk_elements(_doc())
+
+
+def test_characters_chunking_makes_the_peers_3000_character_chunks():
+    """A profile's ``chunking="characters"``: by title at 3,000 / 2,400 / 500
+    characters, word pieces not counted, so chunks run past the embedder's 256 (it reads
+    their start); the same document in ``fit`` chunking gets more, smaller chunks that
+    all fit.  Tables stay their own chunk either way."""
+    from stages.chunk import ChunkParams
+    from stages.profiles import DEFAULT_PROFILES, Profile
+
+    fit = chunk_elements(_doc())
+    chars = chunk_elements(_doc(), ChunkParams(fit_to_embedder=False))
+    assert all(len(c["text"]) <= MAX_CHARACTERS for c in chars)
+    assert len(chars) < len(fit)
+    assert over_limit(chars) and not over_limit(fit)
+    assert max(len(c["text"]) for c in chars) > 2400  # chunks fill to the 3,000-character cap
+    assert chars[1]["element_types"] == ["Table"] and chars[1]["table_html"] == TABLE_HTML
+    text = " ".join(c["text"] for c in chars)  # cut at white space, maybe mid-sentence
+    assert text.count("Pumps") == text.count("energy.") == 400  # nothing dropped
+    assert DEFAULT_PROFILES["basic"].chunking == "characters" and Profile().chunking == "fit"
+    with pytest.raises(ValueError, match="unknown chunking"):
+        Profile(chunking="tokens")
 
 
 def test_table_rendering_names_columns_per_row():

@@ -109,7 +109,7 @@ def test_fresh_database_reaches_head_and_stays(schema_dsn):
         return before, first, again, await _shape(schema_dsn)
 
     before, first, again, shape = run(scenario())
-    assert before is None and first == again == head_revision() == "0010_project_created_index"
+    assert before is None and first == again == head_revision() == "0011_profile_chunking"
     tables = {c[0] for c in shape["columns"]}
     assert tables == {"alembic_version", "document_versions", "documents", "version_outcomes",
                       "document_deletions", "version_steps", "api_keys", "project_secrets",

@@ -67,6 +67,16 @@ def test_samples_flow_to_milvus_with_every_transition(stack, worker, samples, pr
     assert hits and all(h["project"] == project for h in hits)
     assert any("West Hollow" in h["text"] for h in hits)
 
+    # bench peer's characters embedded: every stored chunk's embedded text, read back
+    from bench.embedded_chars import embedded_chars, project_embed_texts
+
+    texts = project_embed_texts(stack.milvus_uri, project)
+    assert len(texts) == sum(e.chunks_total for e in outcome.last.values())
+    assert any("West Hollow" in t for t in texts)
+    counted = embedded_chars(texts)
+    assert counted.cut == 0 and counted.embedded == counted.total > 0  # ragstream's chunks fit the limit
+    assert project_embed_texts(stack.milvus_uri, project + "x") == []  # no collection: nothing
+
 
 def test_status_projection_reaches_postgres(stack, worker, samples, project):
     from adapters.metadata import Metadata

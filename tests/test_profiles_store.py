@@ -60,7 +60,8 @@ def test_new_category_is_a_row_and_edits_survive_seeding(fresh_table):
     dsn = fresh_table
     invoices = Profile(name="invoices", strategy="hi_res", ocr_languages=("eng", "deu"),
                        extract_images=False, use_vlm=False, filetypes={"pdf", "png"},
-                       max_size_bytes=5 * 2**20, timeout_s=90.0, max_pages_per_task=8)
+                       max_size_bytes=5 * 2**20, timeout_s=90.0, max_pages_per_task=8,
+                       chunking="characters")
 
     async def scenario(store):
         await store.seed_defaults()

