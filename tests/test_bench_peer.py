@@ -223,3 +223,42 @@ def test_comparison_lines_carry_chars_embedded_for_both_sides():
     assert lines[-1].startswith("vs_unstructured_ingest=")
     bare = comparison_lines(ours, parse_peer_output(RECORDED))
     assert "ragstream_chars_embedded_per_s=n/a" in bare and "peer_text_share_embedded=n/a" in bare
+
+
+def test_same_work_counts_the_peers_empty_files_as_zero_pages(tmp_path):
+    """The peer's per-file lines give (chunks, pages); a file it left empty counts no
+    page for it.  ``same_work_ratio`` is over all files (ragstream's pages of every
+    completed file), ``_common`` over the files both sides gave chunks for."""
+    from bench.same_work import peer_per_file, same_work, same_work_lines
+
+    stdout = ("  pdf/fake-memo.pdf.json                                  chunks=  2 pages=[1, 2]\n"
+              "  img/scan page.jpg.json                                  chunks=  0 pages=[]\n"
+              "  notes.txt.json                                          chunks=  1 pages=[]\n"
+              "peer_wall_s=10.0\npeer_pages=4\n")
+    files = peer_per_file(stdout)
+    assert files == {"pdf/fake-memo.pdf": (2, 2), "img/scan page.jpg": (0, 0), "notes.txt": (1, 1)}
+    assert parse_peer_output(stdout).per_file == files
+
+    corpus = tmp_path / "corpus"
+    ours = Run("basic", seconds=4.0, per_file={
+        str(corpus / "pdf/fake-memo.pdf"): (3, 2), str(corpus / "img/scan page.jpg"): (1, 1),
+        str(corpus / "notes.txt"): (1, 1), str(corpus / "broken.pdf"): (0, 0)})
+    result = same_work(ours, corpus, files, peer_seconds=2.0)
+    assert (result.ours_all, result.peer_all) == (4 / 4.0, 3 / 2.0)  # the scan: ours only
+    assert (result.ours_common, result.peer_common, result.common_files) == (3 / 4.0, 3 / 2.0, 2)
+    assert result.ratio_all == pytest.approx(1.0 / 1.5) and result.ratio_common == pytest.approx(0.75 / 1.5)
+    assert same_work(ours, corpus, {}, 2.0) is None and same_work(ours, corpus, files, 0.0) is None
+    assert same_work_lines(None) == ["same_work_pages_per_s=n/a", "same_work_ratio_common=n/a"]
+    assert "same_work_ratio_common=0.500" in same_work_lines(result)
+
+
+def test_last_line_adds_the_same_work_ratio_when_that_run_was_made():
+    from bench.same_work import SameWork
+
+    ours = Run("ragstream", documents=24, pages=33, chunks=76, seconds=10.0)
+    figs = parse_peer_output(RECORDED)
+    same = SameWork(ours_all=2.0, peer_all=2.5, ours_common=1.5, peer_common=2.0, common_files=19)
+    last = comparison_lines(ours, figs, same=same, same_run=True)[-1]
+    assert last == f"vs_unstructured_ingest={3.3 / (34 / 12.7):.3f} same_work_ratio=0.800"
+    assert comparison_lines(ours, figs, same_run=True)[-1].endswith(" same_work_ratio=n/a")
+    assert comparison_lines(ours, figs)[-1] == f"vs_unstructured_ingest={3.3 / (34 / 12.7):.3f}"
