@@ -22,14 +22,16 @@ if [[ "${RAGSTREAM_TEST_SERIAL:-0}" == "1" ]]; then
   exec "${PYTEST[@]}" --junitxml=test-output/junit.xml "$@"
 fi
 
+# each part draws the ports of its tests' own services from a range of its own
+# (devstack/ports.py; + offsets up to 10011 for SeaweedFS: 22000-26911 and 27000-31911)
 unit_tmp=$(mktemp -d /tmp/ragstream-unit-XXXXXX)
-RAGSTREAM_TEST_PART=unit nice -n 10 "${PYTEST[@]}" -p no:cacheprovider --basetemp="$unit_tmp/t" \
+RAGSTREAM_TEST_PART=unit RAGSTREAM_FREE_PORTS=17000-21900 nice -n 10 "${PYTEST[@]}" -p no:cacheprovider --basetemp="$unit_tmp/t" \
   --junitxml=test-output/junit-unit.xml "$@" > test-output/unit.log 2>&1 &
 unit_pid=$!
 trap 'kill "$unit_pid" 2>/dev/null || true' INT TERM
 
 set +e
-RAGSTREAM_TEST_PART=stack "${PYTEST[@]}" --junitxml=test-output/junit.xml "$@"
+RAGSTREAM_TEST_PART=stack RAGSTREAM_FREE_PORTS=12000-16900 "${PYTEST[@]}" --junitxml=test-output/junit.xml "$@"
 stack_rc=$?
 wait "$unit_pid"
 unit_rc=$?

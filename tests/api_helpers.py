@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -30,10 +29,11 @@ UPLOAD_LIMIT = 4 * 1024 * 1024  # bytes: the test API's RAGSTREAM_API_MAX_UPLOAD
 
 
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on 127.0.0.1, from this process's range (devstack/ports.py: not
+    an ephemeral port, which any outgoing connection may take before the server binds)."""
+    from devstack.ports import free_port_block
+
+    return free_port_block(1)
 
 
 class ApiServer:

@@ -40,6 +40,28 @@ TEST_ENV = {
 for _k, _v in TEST_ENV.items():
     os.environ.setdefault(_k, _v)
 
+
+def _stack_ports() -> str:
+    """The test stack's fixed ports as ``RAGSTREAM_RESERVED_PORTS`` text: broker, S3
+    (port .. port+8 and port+10008, SeaweedFS), PostgreSQL, Milvus, Triton's three, the
+    converter's two, the session worker's metrics.  Reserved so that no private service
+    of a test takes one (devstack/ports.py) before the session stack has bound it: the
+    two parts of scripts/test.sh start at the same time."""
+    from urllib.parse import urlparse
+
+    env = os.environ
+    s3 = urlparse(env["RAGSTREAM_S3_ENDPOINT"]).port
+    conv = int(env["RAGSTREAM_CONVERTER_PORT"])
+    ports = [f"{s3}-{s3 + 8}", str(s3 + 10008), f"{conv}-{conv + 1}"]
+    ports += [env["RAGSTREAM_KAFKA_BOOTSTRAP"].rsplit(":", 1)[1], env["RAGSTREAM_PG_PORT"],
+              str(urlparse(env["RAGSTREAM_MILVUS_URI"]).port),
+              *(env[f"RAGSTREAM_TRITON_{k}_PORT"] for k in ("HTTP", "GRPC", "METRICS")),
+              env.get("RAGSTREAM_TEST_WORKER_METRICS_PORT", "29100")]
+    return ",".join(ports)
+
+
+os.environ.setdefault("RAGSTREAM_RESERVED_PORTS", _stack_ports())
+
 from devstack.ports import free_port_block  # noqa: E402,F401  (after the environment; tests import it from here)
 
 TRACE_FILE = "traces.jsonl"  # the session worker's spans, in .ragstream-test/logs
@@ -105,12 +127,18 @@ def suite_part(item) -> str:
     and uses neither the session ``stack`` nor the session ``settings`` (the test
     stack's addresses: tests/test_migrations.py starts and stops that PostgreSQL
     through them), directly or through another fixture (``fixturenames`` is the
-    closure); ``"stack"`` for every other test.  Decided from the test itself, so a new
-    test lands in the right part without a list."""
+    closure), or is marked ``own_stack`` (it starts the services it needs itself, on
+    free ports and a data dir of its own, and uses neither fixture);
+    ``"stack"`` for every other test.  Decided from the test itself, so a new test
+    lands in the right part without a list."""
+    uses = set(getattr(item, "fixturenames", ()))
+    if uses & {"stack", "settings"}:
+        return "stack"
+    if item.get_closest_marker("own_stack"):
+        return "unit"  # services of its own on free ports of the unit part's range
     if item.get_closest_marker("integration") or item.get_closest_marker("slow"):
         return "stack"
-    uses = set(getattr(item, "fixturenames", ()))
-    return "stack" if uses & {"stack", "settings"} else "unit"
+    return "unit"
 
 
 def pytest_collection_modifyitems(config, items):

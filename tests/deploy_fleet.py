@@ -94,10 +94,10 @@ def service_addresses(settings) -> dict[str, str]:
 
 
 def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free TCP port on 127.0.0.1 (tests/api_helpers.free_port)."""
+    from api_helpers import free_port as pick
+
+    return pick()
 
 
 @dataclass

@@ -34,7 +34,7 @@ def postgres(tmp_path_factory):
     import devstack
     from streams.settings import Settings
 
-    port = free_port_block(1, lo=24400, hi=24900)
+    port = free_port_block(1)
     settings = Settings(data_dir=tmp_path_factory.mktemp("pg-backup"), pg_port=port,
                         pg_dsn=f"postgresql://ragstream@127.0.0.1:{port}/ragstream")
     try:

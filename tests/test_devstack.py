@@ -17,7 +17,7 @@ from devstack.s3 import ensure_bucket
 from streams.settings import Settings
 from tests.conftest import free_port_block
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack, pytest.mark.timeout(300)]
 
 N_PORTS = 17  # broker, postgres, milvus, s3 API + 8 internal SeaweedFS ports, 3 Triton,
 #             converter XML-RPC + its LibreOffice UNO port
@@ -451,3 +451,22 @@ async def test_initdb_killed_by_a_signal_runs_once_more_then_names_the_signal(mo
         assert "PGDATA" not in env and env["LC_ALL"] == "C"
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_free_ports_honour_the_process_range_and_the_reserved_ports(monkeypatch):
+    """devstack/ports.py: the range from RAGSTREAM_FREE_PORTS (each part of make test
+    has its own) and no reserved port (the test stack's fixed ones), offsets included."""
+    from devstack.ports import free_port_block, port_range, reserved_ports
+
+    monkeypatch.setenv("RAGSTREAM_FREE_PORTS", "17000-17040")
+    monkeypatch.setenv("RAGSTREAM_RESERVED_PORTS", "17000-17019,27025")
+    assert port_range() == (17000, 17040) and 17005 in reserved_ports() and 27025 in reserved_ports()
+    for _ in range(30):
+        base = free_port_block(3, extra_offsets=(10000,))
+        assert 17020 <= base and base + 2 < 17040 and base + 10000 != 27025
+    monkeypatch.setenv("RAGSTREAM_FREE_PORTS", "17000")
+    with pytest.raises(ValueError, match="one lo-hi range"):
+        port_range()
+    monkeypatch.setenv("RAGSTREAM_RESERVED_PORTS", "x-2")
+    with pytest.raises(ValueError, match="RAGSTREAM_RESERVED_PORTS"):
+        reserved_ports()

@@ -21,7 +21,6 @@ import copy
 import importlib
 import json
 import re
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -487,9 +486,9 @@ def test_worker_metrics_listen_on_the_configured_host():
     loopback address other than 127.0.0.1 (a 127.0.0.1-only server would not)."""
     from streams.metrics import serve_metrics
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from devstack.ports import free_port_block
+
+    port = free_port_block(1)
     serve_metrics(port, "0.0.0.0")
     with urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=10) as r:
         assert b"ragstream_stage_events_total" in r.read()

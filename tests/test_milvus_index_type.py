@@ -24,7 +24,7 @@ def milvus(tmp_path_factory):
     import devstack
     from streams.settings import Settings
 
-    port = free_port_block(1, lo=24400, hi=24900)
+    port = free_port_block(1)
     settings = Settings(data_dir=tmp_path_factory.mktemp("milvus-index"), milvus_uri=f"http://127.0.0.1:{port}")
     try:
         devstack.up(settings, names=["milvus"], timeout_s=120)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import time
 
 import numpy as np
@@ -28,14 +27,12 @@ TEXTS = [
 
 
 def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``n`` consecutive free ports of this process's range (devstack/ports.py), not
+    ephemeral ones: an outgoing connection could take one before Triton binds it."""
+    from devstack.ports import free_port_block
+
+    base = free_port_block(n)
+    return list(range(base, base + n))
 
 
 def _settings(tmp_path, **kw) -> Settings:
