@@ -39,6 +39,12 @@ class EmbeddedChars:
         """Embedded characters per second of ``seconds`` (0.0 when seconds is 0)."""
         return self.embedded / seconds if seconds else 0.0
 
+    @property
+    def share(self) -> float:
+        """``embedded`` ÷ ``total``: the share of the chunks' text that reached a vector
+        (0.0 without text)."""
+        return self.embedded / self.total if self.total else 0.0
+
 
 def embedded_chars(texts: Iterable[str], max_tokens: int = MAX_TOKENS) -> EmbeddedChars:
     """Count, over ``texts``, the characters that reach a vector cut at ``max_tokens``

@@ -158,7 +158,7 @@ def comparison_lines(ours: Run, peer: PeerFigures, ours_chars: Optional[Embedded
     def chars(c: Optional[EmbeddedChars], seconds: float) -> tuple[str, str]:
         if c is None:
             return "n/a", "n/a"
-        return f"{c.per_s(seconds):.0f}", f"{ratio(c.embedded, c.total):.3f}"
+        return f"{c.per_s(seconds):.0f}", f"{c.share:.3f}"
 
     (ours_cps, ours_share), (peer_cps, peer_share) = chars(ours_chars, ours.seconds), chars(peer.chars, warm.seconds)
     return [
@@ -198,7 +198,7 @@ def print_report(ours: Run, peer: PeerFigures, console: Console,
         same = same_work(basic, corpus, peer.per_file, peer.side(exclude_startup=True).seconds)
         if basic_chars is not None:
             print(f"same_work_chars_embedded_per_s={basic_chars.per_s(basic.seconds):.0f} "
-                  f"same_work_text_share_embedded={basic_chars.embedded / basic_chars.total if basic_chars.total else 0:.3f}")
+                  f"same_work_text_share_embedded={basic_chars.share:.3f}")
     for line in comparison_lines(ours, peer, ours_chars, same, same_run=basic is not None):
         print(line)
 
@@ -212,7 +212,8 @@ def bench_peer(corpus: Path, console: Console, *, script: Optional[Path] = None,
     run, then the best of each side (fewest seconds; the peer's without start-up)
     with the best ragstream run's profile.  With ``same_work``, ragstream's runs are
     followed by as many with the ``basic`` profile (bench/same_work.py), the best of
-    which gives ``same_work_ratio``.  Returns ``vs_unstructured_ingest`` of the two bests.  Raises ValueError when ``runs`` < 1 or the corpus is empty."""
+    which gives ``same_work_ratio``.  Returns ``vs_unstructured_ingest`` of the two
+    bests.  Raises ValueError when ``runs`` < 1 or the corpus is empty."""
     import asyncio
 
     import devstack
