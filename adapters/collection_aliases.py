@@ -181,26 +181,33 @@ def query_rows(store: VectorStore, collection: str, flt: str, output_fields: Seq
         collection, filter=flt, output_fields=list(output_fields), consistency_level="Strong", **kwargs)))
 
 
-def chunk_versions(store: VectorStore, project: str, collection: str,
-                   batch: int = 4096) -> dict[str, tuple[str, int]]:
-    """``{chunk_id: (document_id, version)}`` of every row of ``project`` in
-    ``collection`` (a query iterator, Strong consistency: writes acknowledged before
-    the call are seen)."""
-    flt = scoped_filter(project)
-
-    def read(client) -> dict[str, tuple[str, int]]:
+def iterate_rows(store: VectorStore, collection: str, flt: str, output_fields: Sequence[str],
+                 batch: int = 4096) -> list[dict[str, Any]]:
+    """Every row of ``collection`` (a physical name or an alias) matching the Milvus
+    filter ``flt``, read with a query iterator ``batch`` rows a page (no cap on the
+    count, unlike :func:`query_rows`), Strong consistency (writes acknowledged before
+    the call are seen), loaded for the call when released (:func:`while_loaded`)."""
+    def read(client) -> list[dict[str, Any]]:
         return while_loaded(client, collection, store.timeout_s, lambda: iterate(client))
 
-    def iterate(client) -> dict[str, tuple[str, int]]:
-        out: dict[str, tuple[str, int]] = {}
+    def iterate(client) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         it = client.query_iterator(collection, batch_size=batch, filter=flt,
-                                   output_fields=["chunk_id", "document_id", "version"],
+                                   output_fields=list(output_fields),
                                    consistency_level="Strong", timeout=store.timeout_s)
         try:
             while rows := it.next():
-                out.update((r["chunk_id"], (r["document_id"], int(r["version"]))) for r in rows)
+                out += rows
         finally:
             it.close()
         return out
 
     return store.run_sync("query_iterator", read)
+
+
+def chunk_versions(store: VectorStore, project: str, collection: str,
+                   batch: int = 4096) -> dict[str, tuple[str, int]]:
+    """``{chunk_id: (document_id, version)}`` of every row of ``project`` in
+    ``collection`` (:func:`iterate_rows`)."""
+    rows = iterate_rows(store, collection, scoped_filter(project), ["chunk_id", "document_id", "version"], batch)
+    return {r["chunk_id"]: (r["document_id"], int(r["version"])) for r in rows}

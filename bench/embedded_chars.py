@@ -89,32 +89,23 @@ def project_embed_texts(milvus_uri: str, project: str, batch: int = 1000) -> lis
     read with a query iterator at Strong consistency; [] when the project has no
     collection.  Raises what pymilvus raises for an unreachable Milvus (after
     :class:`adapters.vector_store.VectorStore`'s retries)."""
-    from adapters.collection_aliases import while_loaded
+    from adapters.collection_aliases import iterate_rows
     from adapters.vector_store import EMBED_TEXT, VectorStore, alias_name, scoped_filter
 
     alias = alias_name(project)
 
-    def read(client) -> list[str]:
+    def text_field(client) -> str | None:
+        """The field holding the embedded text; None without a collection."""
         if alias not in set(client.list_aliases().get("aliases", [])) and not client.has_collection(alias):
-            return []
+            return None
         have = {f["name"] for f in client.describe_collection(alias)["fields"]}
-        field = EMBED_TEXT if EMBED_TEXT in have else "text"
-        return while_loaded(client, alias, store.timeout_s, lambda: iterate(client, field))
-
-    def iterate(client, field: str) -> list[str]:
-        out: list[str] = []
-        it = client.query_iterator(alias, batch_size=batch, filter=scoped_filter(project),
-                                   output_fields=[field], consistency_level="Strong",
-                                   timeout=store.timeout_s)
-        try:
-            while rows := it.next():
-                out += [r.get(field) or "" for r in rows]
-        finally:
-            it.close()
-        return out
+        return EMBED_TEXT if EMBED_TEXT in have else "text"
 
     store = VectorStore(milvus_uri)
     try:
-        return store.run_sync("query_iterator", read)
+        field = store.run_sync("describe_collection", text_field)
+        if field is None:
+            return []
+        return [r.get(field) or "" for r in iterate_rows(store, alias, scoped_filter(project), [field], batch)]
     finally:
         store.close()

@@ -50,8 +50,9 @@ def peer_per_file(stdout: str) -> dict[str, tuple[int, int]]:
 
 @dataclass(frozen=True)
 class SameWork:
-    """Pages/s of both sides: ``all_files`` (b) and ``common`` (a), see the module
-    docstring; ``common_files`` is how many files both sides gave chunks for."""
+    """Pages/s of both sides: ``ours_all``/``peer_all`` over all files (b) and
+    ``ours_common``/``peer_common`` over the files both gave chunks for (a), see the
+    module docstring; ``common_files`` is how many such files there are."""
 
     ours_all: float
     peer_all: float

@@ -10,7 +10,7 @@
 #          timing is first on the CPU (output in test-output/unit.log, printed at its end;
 #          test-output/junit-unit.xml).
 # The stack tests mostly wait on their services, so the unit tests use cores that would
-# sit idle: measured in the README ("How long the suite takes").
+# sit idle: measured in the README (its "How long, in CI's layout" list).
 # RAGSTREAM_TEST_SERIAL=1 runs one process with every test instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
